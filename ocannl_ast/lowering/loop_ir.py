@@ -1,0 +1,222 @@
+"""Loop IR: the lowered form every backend consumes (For / Set / Get / scalar locals).
+
+Input: produced by `lowering.lower` from the assignments IR. Output: rendered by
+`backends.*`. Nodes are frozen slotted dataclasses; walk them with exhaustive `match`.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class Precision(enum.Enum):
+    FLOAT32 = "float32"
+    FLOAT64 = "float64"
+
+
+class UnOp(enum.Enum):
+    IDENTITY = "id"
+    NEG = "neg"
+    RELU = "relu"
+    EXP = "exp"
+    LOG = "log"
+    TANH = "tanh"
+    SIN = "sin"
+    COS = "cos"
+    SQRT = "sqrt"
+    RECIP = "recip"
+    NOT = "not"  # 1 if x == 0 else 0
+    SIGN = "sign"  # -1, 0 or 1
+
+
+class BinOp(enum.Enum):
+    ADD = "add"
+    SUB = "sub"
+    MUL = "mul"
+    DIV = "div"
+    POW = "pow"
+    MAX = "max"
+    MIN = "min"
+    LT = "lt"  # 1.0 if a < b else 0.0
+    LE = "le"
+    EQ = "eq"
+    NE = "ne"
+    ARG1 = "arg1"  # a
+    ARG2 = "arg2"  # b
+    RELU_GATE = "relu_gate"  # b if a > 0 else 0
+
+
+class TernOp(enum.Enum):
+    WHERE = "where"  # b if a != 0 else c
+    FMA = "fma"  # a * b + c
+
+
+@dataclass(frozen=True, slots=True)
+class Symbol:
+    """A loop iterator or a static integer argument of a routine."""
+
+    id: int  #: unique within a program after renumbering
+    name: str  #: readable stem, e.g. "i" or "batch"
+
+
+@dataclass(frozen=True, slots=True)
+class Buffer:
+    """A dense array the routine reads or writes (layout: row-major over `dims`)."""
+
+    id: int  #: identity of the tensor node (value or grad)
+    name: str  #: readable, C-identifier-safe name, unique within a program
+    dims: tuple[int, ...]  #: logical extents; () is a scalar of one cell
+
+
+@dataclass(frozen=True, slots=True)
+class IndexExpr:
+    """An affine index: sum(coeff * symbol) + offset."""
+
+    terms: tuple[tuple[int, Symbol], ...]  #: (coefficient, symbol) pairs, coefficient != 0
+    offset: int = 0  #: constant term
+
+
+# ---- scalar expressions ------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Const:
+    value: float  #: a constant of the routine's precision
+
+
+@dataclass(frozen=True, slots=True)
+class Get:
+    buffer: Buffer  #: array read
+    index: tuple[IndexExpr, ...]  #: one entry per axis of the buffer
+
+
+@dataclass(frozen=True, slots=True)
+class GetLocal:
+    name: str  #: a scalar local declared by DeclLocal
+
+
+@dataclass(frozen=True, slots=True)
+class SymbolValue:
+    symbol: Symbol  #: the integer value of an iterator or static argument, as a float
+
+
+@dataclass(frozen=True, slots=True)
+class Unary:
+    op: UnOp
+    arg: Expr
+
+
+@dataclass(frozen=True, slots=True)
+class Binary:
+    op: BinOp
+    lhs: Expr
+    rhs: Expr
+
+
+@dataclass(frozen=True, slots=True)
+class Ternary:
+    op: TernOp
+    a: Expr
+    b: Expr
+    c: Expr
+
+
+@dataclass(frozen=True, slots=True)
+class ThreefryUniform:
+    """Uniform [0, 1) number: word 0 of threefry4x32(key, (counter, 0, 0, 0)), top 24 bits."""
+
+    key: tuple[int, int, int, int]  #: 32-bit unsigned key words
+    counter: IndexExpr  #: the cell's linear offset (uint32)
+
+
+Expr = Const | Get | GetLocal | SymbolValue | Unary | Binary | Ternary | ThreefryUniform
+
+
+# ---- statements --------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Noop:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Comment:
+    text: str  #: rendered as a comment line
+
+
+@dataclass(frozen=True, slots=True)
+class Seq:
+    stmts: tuple[Stmt, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ForLoop:
+    symbol: Symbol  #: iterator, runs 0 .. extent-1
+    extent: int
+    body: Stmt
+
+
+@dataclass(frozen=True, slots=True)
+class SetCell:
+    buffer: Buffer
+    index: tuple[IndexExpr, ...]
+    value: Expr
+
+
+@dataclass(frozen=True, slots=True)
+class DeclLocal:
+    name: str  #: scalar local of the routine's precision, scoped to the enclosing block
+    init: Expr
+
+
+@dataclass(frozen=True, slots=True)
+class SetLocal:
+    name: str
+    value: Expr
+
+
+@dataclass(frozen=True, slots=True)
+class Fill:
+    """Set every cell of a buffer to one constant (a pre-clear to the neutral element)."""
+
+    buffer: Buffer
+    value: float
+
+
+@dataclass(frozen=True, slots=True)
+class CheckIndex:
+    """Abort the routine with an error code if 0 <= index < bound does not hold."""
+
+    index: IndexExpr  #: usually a static argument, e.g. a batch number
+    bound: int
+    code: int  #: nonzero error code the routine returns
+
+
+Stmt = Noop | Comment | Seq | ForLoop | SetCell | DeclLocal | SetLocal | Fill | CheckIndex
+
+
+@dataclass(frozen=True, slots=True)
+class LoopProgram:
+    """One compiled routine: a C function over the buffers and static integer arguments.
+
+    Signature in C: ``int name(T* b0, ..., int64_t s0, ...)``; returns 0, or a CheckIndex
+    code on failure.
+    """
+
+    name: str  #: C identifier
+    buffers: tuple[Buffer, ...]  #: every buffer the body touches, in parameter order
+    static_args: tuple[Symbol, ...]  #: integer arguments, in parameter order
+    body: Stmt
+    precision: Precision = Precision.FLOAT32
+
+
+def index_of(sym: Symbol, coeff: int = 1, offset: int = 0) -> IndexExpr:
+    """``coeff * sym + offset``. Example: ``index_of(Symbol(0, 'i'))``."""
+    return IndexExpr(((coeff, sym),), offset) if coeff != 0 else IndexExpr((), offset)
+
+
+def const_index(offset: int) -> IndexExpr:
+    """A fixed index. Example: ``const_index(0)``."""
+    return IndexExpr((), offset)
