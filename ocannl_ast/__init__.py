@@ -1,0 +1,87 @@
+"""ocannl_ast: OCANNL's declarative shape and projection inference and compiled training
+steps, for Python. See shared API.md for the public contract."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as _np
+
+from .errors import DslSyntaxError, OcannlError, RuntimeDataError, ShapeError, SpecError
+from .tensor import operators as _operators  # noqa: F401  (installs Python operators)
+from .tensor.code import Code, NodeRef
+from .tensor.context import Context, Routine, set_seed
+from .tensor.leaves import batch, ndarray, node, number, param, range_, term
+from .tensor.ops import (
+    batch_slice,
+    binary_op,
+    concat,
+    cos,
+    einsum,
+    einsum_max,
+    eq,
+    exp,
+    le,
+    log,
+    lt,
+    ne,
+    neg,
+    recip,
+    relu,
+    sin,
+    sqrt,
+    static_index,
+    stop_gradient,
+    tanh,
+    transpose,
+    unary_op,
+    where,
+)
+from .tensor.tensor import Tensor, no_grad
+from .tensor.train import grad_update, sgd_update
+
+range = range_
+
+
+def infer_shapes(*tensors: Tensor) -> None:
+    """Close the shapes of these tensors (and everything they depend on) now."""
+    shapes = {id(s.shape): s.shape for t in tensors for s in t.subgraph()}
+    if shapes:
+        next(iter(shapes.values())).solver.close(list(shapes.values()))
+
+
+def eval(tensor: Tensor, *, backend: str = "c", precision: str = "float32") -> _np.ndarray:
+    """Initialize params, run the forward code, return the value (axes batch, output, input)."""
+    ctx = Context(backend, precision=precision)
+    code = tensor.forward_all()
+    if code.items:
+        ctx.compile(code)()
+    else:
+        ctx.ensure_initialized([t for t in tensor.subgraph() if t.is_held_out])
+    return ctx.get(tensor)
+
+
+def value_and_grad(loss: Tensor, wrt: list[Tensor], *, backend: str = "c",
+                   precision: str = "float32") -> tuple[_np.ndarray, list[_np.ndarray]]:
+    """The loss value and its gradients with respect to `wrt` (params or other tensors)."""
+    ctx = Context(backend, precision=precision)
+    ctx.compile([loss.forward_all(), loss.backprop])()
+    return ctx.get(loss), [ctx.get(w.grad) for w in wrt]
+
+
+def render(code: Any, *, backend: str = "c", precision: str = "float32") -> str:
+    """The C (or CUDA) source that compiling `code` would build; needs no GPU."""
+    from .backends import get_backend
+
+    prog, _, _ = Context("c", precision=precision).lower_code(code)
+    return get_backend(backend).render(prog)
+
+
+__all__ = [
+    "Code", "Context", "DslSyntaxError", "NodeRef", "OcannlError", "Routine", "RuntimeDataError",
+    "ShapeError", "SpecError", "Tensor", "batch", "batch_slice", "binary_op", "concat", "cos",
+    "einsum", "einsum_max", "eq", "eval", "exp", "grad_update", "infer_shapes", "le", "log",
+    "lt", "ndarray", "ne", "neg", "no_grad", "node", "number", "param", "range", "recip",
+    "relu", "render", "set_seed", "sgd_update", "sin", "sqrt", "static_index",
+    "stop_gradient", "tanh", "term", "transpose", "unary_op", "value_and_grad", "where",
+]

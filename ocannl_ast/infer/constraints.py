@@ -1,0 +1,86 @@
+"""Shape constraints (seed 002): equalities and broadcast inequalities over dims and rows,
+plus the Total_elems row constraint. Each carries the origin that produced it.
+
+Input: emitted by `infer.shape_logic`. Output: consumed by `infer.solver`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from ..errors import Span
+from .terms import DimTerm, Row
+
+
+class ShapeLike(Protocol):
+    """What an origin needs from a tensor's shape to describe it in a message."""
+
+    label: str
+
+    def describe(self) -> str: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """Who asked for a constraint: the operation, its tensors, the user line, and where."""
+
+    op: str  #: operation name, e.g. "add" or "einsum ij;jk=>ik"
+    tensors: tuple[ShapeLike, ...] = ()  #: result first, then operands
+    span: Span | None = None  #: the user source line that built the operation
+    where: str = ""  #: e.g. "output row" or "output axis -1"
+
+    def at(self, where: str) -> Origin:
+        return Origin(self.op, self.tensors, self.span, where)
+
+    def describe(self) -> str:
+        names = ", ".join(f"{t.label}: {t.describe()}" for t in self.tensors)
+        loc = f" ({self.where})" if self.where else ""
+        return f"operation '{self.op}'{loc} on [{names}]"
+
+
+NO_ORIGIN = Origin("?")
+
+
+@dataclass(frozen=True, slots=True)
+class DimEq:
+    a: DimTerm
+    b: DimTerm
+    origin: Origin = field(default=NO_ORIGIN, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class RowEq:
+    a: Row
+    b: Row
+    origin: Origin = field(default=NO_ORIGIN, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class DimIneq:
+    """cur >= subr in the broadcast order: subr == cur, or subr == 1."""
+
+    cur: DimTerm
+    subr: DimTerm
+    origin: Origin = field(default=NO_ORIGIN, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class RowIneq:
+    """cur >= subr: cur has at least subr's axes; aligned from the right, dim-wise >=."""
+
+    cur: Row
+    subr: Row
+    origin: Origin = field(default=NO_ORIGIN, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class TotalElems:
+    """The row's axes multiply to exactly `n` elements."""
+
+    row: Row
+    n: int
+    origin: Origin = field(default=NO_ORIGIN, compare=False)
+
+
+Constraint = DimEq | RowEq | DimIneq | RowIneq | TotalElems

@@ -1,0 +1,273 @@
+"""Projection inference (seed 000, stride part of seed 001): per operation, fresh axis ids,
+the operation's constraints re-read as equations, union-find with pinning, then labeling.
+
+Input: an operation's Logic and the closed dims of its result and operands. Output: a
+`Projections` record: the product space and one affine index map per tensor.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..errors import ShapeError
+from ..lowering.assignments import Projections
+from ..lowering.loop_ir import IndexExpr, Symbol
+from .logic import BatchSlice, Compose, Einsum, Logic, Pointwise, Terminal, Transpose, logic_name
+from .spec_ast import Affine, AxisSpec, Concat, FixedIndex, Label, RowSpec, ShapeSpec, Wildcard
+
+ShapeDims = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]  # batch, output, input
+
+_symbols = itertools.count(1)
+
+
+def fresh_symbol(name: str) -> Symbol:
+    return Symbol(next(_symbols), name)
+
+
+class _UnionFind:
+    """Axis ids with sizes; classes may be pinned to a fixed index or a runtime symbol."""
+
+    def __init__(self, op: str) -> None:
+        self.op = op
+        self.parent: list[int] = []
+        self.size: list[int] = []
+        self.pin: dict[int, int | Symbol] = {}
+
+    def new(self, size: int) -> int:
+        self.parent.append(len(self.parent))
+        self.size.append(size)
+        return len(self.parent) - 1
+
+    def find(self, a: int) -> int:
+        while self.parent[a] != a:
+            self.parent[a] = self.parent[self.parent[a]]
+            a = self.parent[a]
+        return a
+
+    def union(self, a: int, b: int) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra == rb:
+            return
+        if self.size[ra] != self.size[rb]:
+            raise ShapeError(f"projections of {self.op}: axes of sizes {self.size[ra]} and "
+                             f"{self.size[rb]} must iterate together")
+        self.parent[rb] = ra
+        if rb in self.pin:
+            self.pin_to(ra, self.pin.pop(rb))
+
+    def pin_to(self, a: int, idx: int | Symbol) -> None:
+        r = self.find(a)
+        if r in self.pin and self.pin[r] != idx:
+            raise ShapeError(f"projections of {self.op}: an axis is pinned to both "
+                             f"{self.pin[r]} and {idx}")
+        self.pin[r] = idx
+
+
+@dataclass(frozen=True, slots=True)
+class _Derived:
+    """An axis whose index is computed from other classes (stride, optional kernel)."""
+
+    stride: int
+    over: str
+    offset: int
+    kernel: str | None
+    dilation: int
+
+
+class _Derivation:
+    """One operation's projection derivation: axis ids per tensor, equations, labeling."""
+
+    def __init__(self, logic: Logic, lhs: ShapeDims, rhs: list[ShapeDims]) -> None:
+        self.logic = logic
+        self.uf = _UnionFind(logic_name(logic))
+        self.tensors = [lhs, *rhs]
+        self.ids = [tuple(tuple(self.uf.new(n) for n in row) for row in t) for t in self.tensors]
+        self.derived: dict[int, _Derived] = {}
+        self.labels: dict[str, list[int]] = {}
+
+    def ineq(self, cur: tuple[int, ...], sub: tuple[int, ...]) -> None:
+        """Rules 2, 3, 5: align from the right; a size-one sub axis is severed at 0."""
+        if len(sub) > len(cur):
+            raise ShapeError(f"projections of {self.uf.op}: {len(sub)} axes do not broadcast "
+                             f"into {len(cur)}")
+        for j in range(1, len(sub) + 1):
+            a, b = cur[-j], sub[-j]
+            if self.uf.size[b] == 1 and self.uf.size[a] != 1:
+                self.uf.pin_to(b, 0)
+            else:
+                self.uf.union(a, b)
+
+    def equal(self, x: tuple[int, ...], y: tuple[int, ...]) -> None:
+        if len(x) != len(y):
+            raise ShapeError(f"projections of {self.uf.op}: rank mismatch {len(x)} vs {len(y)}")
+        for a, b in zip(x, y, strict=True):
+            self.uf.union(a, b)
+
+    def run(self) -> None:
+        B, O, I = 0, 1, 2
+        r = self.ids[0]
+        ops = self.ids[1:]
+        match self.logic:
+            case Pointwise():
+                for a in ops:
+                    for k in (B, O, I):
+                        self.ineq(r[k], a[k])
+            case Compose():
+                a, b = ops
+                self.ineq(r[B], a[B])
+                self.ineq(r[B], b[B])
+                self.ineq(r[I], b[I])
+                self.ineq(r[O], a[O])
+                self.ineq(a[I], b[O])
+            case Transpose():
+                (a,) = ops
+                self.ineq(r[B], a[B])
+                self.ineq(r[I], a[O])
+                self.ineq(r[O], a[I])
+            case Einsum(spec=spec):
+                self.einsum([spec.result, *spec.operands])
+            case BatchSlice(symbol=sym):
+                (a,) = ops
+                if not a[B]:
+                    raise ShapeError("batch_slice of a tensor without batch axes")
+                self.uf.pin_to(a[B][0], sym)
+                self.equal(r[B], a[B][1:])
+                self.equal(r[O], a[O])
+                self.equal(r[I], a[I])
+            case Terminal():
+                pass
+            case _:
+                raise AssertionError(self.logic)
+
+    def einsum(self, specs: list[ShapeSpec]) -> None:
+        segments: dict[str, list[tuple[int, ...]]] = {}
+        for ids, ss in zip(self.ids, specs, strict=True):
+            for rs, row in ((ss.batch, ids[0]), (ss.output, ids[1]), (ss.input, ids[2])):
+                self.match_row(rs, row, segments)
+        for group in self.labels.values():
+            for x in group[1:]:
+                self.uf.union(group[0], x)
+        for name, segs in segments.items():
+            for s in segs[1:]:
+                if len(s) != len(segs[0]):
+                    raise ShapeError(f"projections of {self.uf.op}: row variable '{name}' "
+                                     f"covers {len(segs[0])} and {len(s)} axes")
+                self.equal(segs[0], s)
+
+    def match_row(self, rs: RowSpec | None, row: tuple[int, ...],
+                  segments: dict[str, list[tuple[int, ...]]]) -> None:
+        if rs is None:
+            rs = RowSpec((), None, ())
+        nb, ne = len(rs.beg), len(rs.end)
+        if len(row) < nb + ne or (rs.var is None and len(row) != nb + ne):
+            raise ShapeError(f"projections of {self.uf.op}: a row of {len(row)} axes does not "
+                             f"match the spec's {nb + ne}")
+        for ax, i in zip(rs.beg + rs.end, row[:nb] + row[len(row) - ne:], strict=True):
+            self.axis(ax, i)
+        if rs.var is not None:
+            segments.setdefault(rs.var, []).append(row[nb:len(row) - ne])
+
+    def axis(self, ax: AxisSpec, i: int) -> None:
+        match ax:
+            case Label(name=n):
+                self.labels.setdefault(n, []).append(i)
+            case FixedIndex(value=c):
+                if not 0 <= c < max(self.uf.size[i], 1):
+                    raise ShapeError(f"projections of {self.uf.op}: fixed index {c} is out of "
+                                     f"range for an axis of size {self.uf.size[i]}")
+                self.uf.pin_to(i, c)
+            case Wildcard():
+                pass
+            case Affine(stride=st, over=over, offset=off, conv=conv):
+                if conv is not None and conv.use_padding:
+                    raise ShapeError("padded convolution ('=+') projections are not supported "
+                                     "yet")
+                kern, dil = (conv.kernel, conv.dilation) if conv else (None, 0)
+                self.derived[i] = _Derived(st, over, off, kern, dil)
+            case Concat():
+                raise ShapeError("concatenation ('^') projections are not supported yet")
+            case _:
+                raise AssertionError(ax)
+
+    # ---- labeling (closing the classes) --------------------------------------------
+
+    def label(self) -> Projections:
+        """Pinned classes take their pin, iterated classes of size > 1 a fresh iterator,
+        the rest Fix(0); derived (affine) axes are evaluated in a second stratum."""
+        self.virtual_labels()
+        product: list[tuple[Symbol, int]] = []
+        memo: dict[int, IndexExpr] = {}
+
+        def cls(i: int) -> IndexExpr:
+            r = self.uf.find(i)
+            if r not in memo:
+                p = self.uf.pin.get(r)
+                if isinstance(p, Symbol):
+                    memo[r] = IndexExpr(((1, p),), 0)
+                elif p is not None:
+                    memo[r] = IndexExpr((), p)
+                elif self.uf.size[r] > 1:
+                    sym = fresh_symbol("i")
+                    product.append((sym, self.uf.size[r]))
+                    memo[r] = IndexExpr(((1, sym),), 0)
+                else:
+                    memo[r] = IndexExpr((), 0)
+            return memo[r]
+
+        maps: list[list[IndexExpr | None]] = []
+        for t in self.ids:
+            flat = [i for row in t for i in row]
+            maps.append([None if i in self.derived else cls(i) for i in flat])
+        for m, t in zip(maps, self.ids, strict=True):
+            flat = [i for row in t for i in row]
+            for k, i in enumerate(flat):
+                if m[k] is None:
+                    m[k] = self.affine_index(self.derived[i], cls)
+        full = [tuple(x for x in m if x is not None) for m in maps]
+        dims = [tuple(n for row in t for n in row) for t in self.tensors]
+        return Projections(tuple(product), full[0], tuple(full[1:]), dims[0], tuple(dims[1:]),
+                           self.uf.op)
+
+    def virtual_labels(self) -> None:
+        """A label seen only inside affine axes gets a class sized from the affine axis."""
+        for i, d in sorted(self.derived.items()):
+            if d.kernel is not None and d.kernel not in self.labels:
+                raise ShapeError(f"projections of {self.uf.op}: kernel label '{d.kernel}' "
+                                 "indexes no axis")
+            if d.over in self.labels:
+                continue
+            n = self.uf.size[i]
+            if d.kernel is None:
+                over = n // d.stride
+            else:
+                k = self.uf.size[self.uf.find(self.labels[d.kernel][0])]
+                over = (n - 1 - (k - 1) * d.dilation) // d.stride + 1
+            self.labels[d.over] = [self.uf.new(over)]
+
+    def affine_index(self, d: _Derived, cls: _ClassIndex) -> IndexExpr:
+        terms: dict[Symbol, int] = {}
+        offset = d.offset
+        parts = [(d.stride, cls(self.labels[d.over][0]))]
+        if d.kernel is not None:
+            parts.append((d.dilation, cls(self.labels[d.kernel][0])))
+        for coeff, ix in parts:
+            offset += coeff * ix.offset
+            for c, s in ix.terms:
+                terms[s] = terms.get(s, 0) + coeff * c
+        return IndexExpr(tuple((c, s) for s, c in terms.items() if c != 0), offset)
+
+
+_ClassIndex = Callable[[int], IndexExpr]
+
+
+def derive_projections(logic: Logic, lhs: ShapeDims, rhs: list[ShapeDims]) -> Projections:
+    """Projections of one operation from its logic and closed dims (seed 000).
+
+    Example: matmul ``derive_projections(Compose(), ((), (2,), (4,)), [((), (2,), (3,)),
+    ((), (3,), (4,))])`` has 3 iterators, one of them a reduction.
+    """
+    d = _Derivation(logic, lhs, rhs)
+    d.run()
+    return d.label()

@@ -1,0 +1,129 @@
+"""Tensor shapes (seed 002): three rows (batch, output, input) as terms in a solver.
+
+Input: dims given at tensor creation (or None, left to inference). Output: solved
+tuples of ints and OCANNL notation ("2|3->4"), read through the solver's substitution.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+
+from ..errors import ShapeError
+from .solver import Solver
+from .terms import Dim, DimTerm, Kind, Row, dim_size, show_dim, show_row
+
+_ids = itertools.count(1)
+
+_default_solver = Solver()
+
+
+def default_solver() -> Solver:
+    """The process-wide solver that tensors register their constraints with."""
+    return _default_solver
+
+
+DimsArg = Sequence[int | tuple[int, str] | Dim] | None
+
+
+def _row_of(solver: Solver, dims: DimsArg) -> Row:
+    if dims is None:
+        return Row.open(solver.fresh_row())
+    out: list[DimTerm] = []
+    for d in dims:
+        if isinstance(d, Dim):
+            out.append(d)
+        elif isinstance(d, tuple):
+            out.append(Dim(int(d[0]), d[1]))
+        else:
+            if int(d) < 0:
+                raise ShapeError(f"negative dimension {d}")
+            out.append(Dim(int(d)))
+    return Row.closed(out)
+
+
+class Shape:
+    """The shape of one tensor: rows held as solver terms; reading them closes if needed.
+
+    Example: ``Shape.make("x", batch_dims=[2], input_dims=[3], output_dims=[4])`` prints
+    as ``2|3->4``.
+    """
+
+    def __init__(self, solver: Solver, label: str, batch: Row, output: Row, input_: Row,
+                 *, is_param: bool = False, is_terminal: bool = False) -> None:
+        self.solver = solver
+        self.label = label
+        self.id = next(_ids)
+        self._rows = (batch, output, input_)
+        self.is_param = is_param
+        self.is_terminal = is_terminal or is_param
+
+    @staticmethod
+    def make(label: str, *, batch_dims: DimsArg = None, output_dims: DimsArg = None,
+             input_dims: DimsArg = None, is_param: bool = False, is_terminal: bool = False,
+             solver: Solver | None = None) -> Shape:
+        s = solver or default_solver()
+        return Shape(s, label, _row_of(s, batch_dims), _row_of(s, output_dims),
+                     _row_of(s, input_dims), is_param=is_param, is_terminal=is_terminal)
+
+    def raw_rows(self) -> tuple[Row, Row, Row]:
+        return self._rows
+
+    def row(self, kind: Kind) -> Row:
+        """The row of this kind as a term (for building constraints)."""
+        return self._rows[{Kind.BATCH: 0, Kind.OUTPUT: 1, Kind.INPUT: 2}[kind]]
+
+    def rows_now(self) -> tuple[Row, Row, Row]:
+        return tuple(self.solver.subst_row(r) for r in self._rows)  # type: ignore[return-value]
+
+    def is_closed(self) -> bool:
+        return all(r.var is None and all(dim_size(d) is not None for d in r.dims)
+                   for r in self.rows_now())
+
+    def close(self) -> None:
+        """Close this shape now (see `Solver.close`)."""
+        if not self.is_closed():
+            self.solver.close([self])
+
+    def _ints(self, ix: int) -> tuple[int, ...]:
+        self.close()
+        r = self.solver.subst_row(self._rows[ix])
+        return tuple(int(dim_size(d)) for d in r.dims)  # type: ignore[arg-type]
+
+    @property
+    def batch(self) -> tuple[int, ...]:
+        return self._ints(0)
+
+    @property
+    def output(self) -> tuple[int, ...]:
+        return self._ints(1)
+
+    @property
+    def input(self) -> tuple[int, ...]:
+        return self._ints(2)
+
+    def dims(self) -> tuple[int, ...]:
+        """All dims in memory layout order: batch, output, input."""
+        return self.batch + self.output + self.input
+
+    def labels(self) -> tuple[str | None, ...]:
+        """Basis labels in layout order (closed shapes only)."""
+        self.close()
+        return tuple(d.label if isinstance(d, Dim) else None
+                     for r in self.rows_now() for d in r.dims)
+
+    def describe(self) -> str:
+        b, o, i = self.rows_now()
+        out, inp, bat = show_row(o), show_row(i), show_row(b)
+        txt = f"{inp}->{out}" if inp else out
+        return f"{bat}|{txt}" if bat else txt
+
+    def __str__(self) -> str:
+        return self.describe()
+
+    def __repr__(self) -> str:
+        return f"Shape({self.label}: {self.describe()})"
+
+
+def show_dims(dims: Sequence[DimTerm]) -> str:
+    return ",".join(show_dim(d) for d in dims)

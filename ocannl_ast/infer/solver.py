@@ -1,0 +1,459 @@
+"""Shape constraint solver (seed 002): unification of equalities, simplification of broadcast
+inequalities with a watch list, Total_elems, and closing (leaves up, interiors down).
+
+Input: constraints from `infer.shape_logic`. Output: substitutions read through
+`subst_dim`/`subst_row`; after `close`, every variable of the closed shapes is solved.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+from typing import Protocol
+
+from ..errors import ShapeError
+from .constraints import Constraint, DimEq, DimIneq, Origin, RowEq, RowIneq, TotalElems
+from .terms import AffineDim, ConvPart, Dim, DimTerm, DimVar, Row, RowVar, dim_size, show_dim
+
+MAX_RANK = 64  #: a row longer than this means a row-rank cycle
+MAX_STEPS = 1_000_000  #: a safety net against non-termination
+
+
+class ClosableShape(Protocol):
+    """What closing needs to know about a tensor's shape."""
+
+    label: str
+    is_param: bool
+    is_terminal: bool
+
+    def raw_rows(self) -> tuple[Row, Row, Row]:
+        """batch, output, input rows as terms (unsubstituted is fine)."""
+        ...
+
+
+def _conflict(origin: Origin, fact: str) -> ShapeError:
+    return ShapeError(f"{origin.describe()}: {fact}", origin.span)
+
+
+def _labels_clash(a: Dim, b: Dim) -> bool:
+    return a.label is not None and b.label is not None and a.label != b.label
+
+
+class Solver:
+    """One global environment of dim/row variables and the constraints still pending."""
+
+    def __init__(self) -> None:
+        self._next_id = 0
+        self.dims: dict[int, DimTerm] = {}
+        self.rows: dict[int, Row] = {}
+        self._queue: deque[Constraint] = deque()
+        self._stuck: dict[int, Constraint] = {}
+        self._watch: dict[tuple[str, int], set[int]] = {}
+        self._next_cid = 0
+        self._steps = 0
+
+    # ---- variables and substitution ------------------------------------------------
+
+    def fresh_dim(self, name: str | None = None) -> DimVar:
+        self._next_id += 1
+        return DimVar(self._next_id, name)
+
+    def fresh_row(self) -> RowVar:
+        self._next_id += 1
+        return RowVar(self._next_id)
+
+    def subst_dim(self, d: DimTerm) -> DimTerm:
+        """Resolve solved variables; an affine dim with known parts becomes its size."""
+        match d:
+            case Dim():
+                return d
+            case DimVar(id=i):
+                if i not in self.dims:
+                    return d
+                r = self.subst_dim(self.dims[i])
+                self.dims[i] = r
+                return r
+            case AffineDim(stride=st, over=over, offset=off, conv=conv):
+                over2 = self.subst_dim(over)
+                conv2 = None
+                if conv is not None:
+                    conv2 = ConvPart(conv.dilation, self.subst_dim(conv.kernel), conv.use_padding)
+                a = AffineDim(st, over2, off, conv2)
+                size = dim_size(a)
+                return Dim(size) if size is not None else a
+            case _:
+                raise AssertionError(d)
+
+    def subst_row(self, r: Row) -> Row:
+        beg, var, dims = r.beg, r.var, r.dims
+        while var is not None and var.id in self.rows:
+            inner = self.rows[var.id]
+            beg, var, dims = beg + inner.beg, inner.var, inner.dims + dims
+        if var is None:
+            beg, dims = (), beg + dims
+        return Row(
+            tuple(self.subst_dim(d) for d in beg), var, tuple(self.subst_dim(d) for d in dims)
+        )
+
+    # ---- the worklist --------------------------------------------------------------
+
+    def add(self, constraints: Iterable[Constraint]) -> None:
+        """Add constraints and propagate to a fixpoint (raises ShapeError on conflict)."""
+        self._queue.extend(constraints)
+        self.run()
+
+    def run(self) -> None:
+        while self._queue:
+            self._steps += 1
+            if self._steps > MAX_STEPS:
+                raise ShapeError("shape inference did not terminate (constraint cycle)")
+            c = self._queue.popleft()
+            if not self._process(c):
+                self._stash(c)
+
+    def _stash(self, c: Constraint) -> None:
+        cid = self._next_cid
+        self._next_cid += 1
+        self._stuck[cid] = c
+        for key in self._vars_of(c):
+            self._watch.setdefault(key, set()).add(cid)
+
+    def _wake(self, key: tuple[str, int]) -> None:
+        for cid in self._watch.pop(key, ()):
+            c = self._stuck.pop(cid, None)
+            if c is not None:
+                self._queue.append(c)
+
+    def _vars_of(self, c: Constraint) -> set[tuple[str, int]]:
+        out: set[tuple[str, int]] = set()
+        match c:
+            case DimEq(a=a, b=b) | DimIneq(cur=a, subr=b):
+                _dim_vars(self.subst_dim(a), out)
+                _dim_vars(self.subst_dim(b), out)
+            case RowEq(a=a, b=b) | RowIneq(cur=a, subr=b):
+                _row_vars(self.subst_row(a), out)
+                _row_vars(self.subst_row(b), out)
+            case TotalElems(row=r):
+                _row_vars(self.subst_row(r), out)
+            case _:
+                raise AssertionError(c)
+        return out
+
+    def stuck(self) -> list[Constraint]:
+        return list(self._stuck.values())
+
+    # ---- binding -------------------------------------------------------------------
+
+    def _bind_dim(self, v: DimVar, t: DimTerm, origin: Origin) -> None:
+        if isinstance(t, DimVar) and t.id == v.id:
+            return
+        occ: set[tuple[str, int]] = set()
+        _dim_vars(t, occ)
+        if ("d", v.id) in occ:
+            raise _conflict(origin, f"dimension {show_dim(v)} would contain itself")
+        self.dims[v.id] = t
+        self._wake(("d", v.id))
+
+    def _bind_row(self, v: RowVar, r: Row, origin: Origin) -> None:
+        if r.var is not None and r.var.id == v.id:
+            if r.known_len == 0:
+                return
+            raise _conflict(origin, "row-rank cycle: a row would contain itself plus more axes")
+        if r.known_len > MAX_RANK:
+            raise _conflict(origin, f"row-rank cycle: a row grew beyond {MAX_RANK} axes")
+        self.rows[v.id] = r
+        self._wake(("r", v.id))
+
+    # ---- processing one constraint -------------------------------------------------
+
+    def _process(self, c: Constraint) -> bool:
+        """Handle one constraint; False means it is stuck and waits for its variables."""
+        match c:
+            case DimEq(a=a, b=b, origin=o):
+                return self._dim_eq(self.subst_dim(a), self.subst_dim(b), o)
+            case DimIneq(cur=a, subr=b, origin=o):
+                return self._dim_ineq(self.subst_dim(a), self.subst_dim(b), o)
+            case RowEq(a=a, b=b, origin=o):
+                self._row_eq(self.subst_row(a), self.subst_row(b), o)
+                return True
+            case RowIneq(cur=a, subr=b, origin=o):
+                return self._row_ineq(self.subst_row(a), self.subst_row(b), o)
+            case TotalElems(row=r, n=n, origin=o):
+                return self._total_elems(self.subst_row(r), n, o)
+            case _:
+                raise AssertionError(c)
+
+    def _dim_eq(self, a: DimTerm, b: DimTerm, o: Origin) -> bool:
+        if a == b:
+            return True
+        if isinstance(a, DimVar):
+            self._bind_dim(a, b, o)
+            return True
+        if isinstance(b, DimVar):
+            self._bind_dim(b, a, o)
+            return True
+        if isinstance(a, Dim) and isinstance(b, Dim):
+            if _labels_clash(a, b):
+                raise _conflict(o, f"basis clash: {show_dim(a)} vs {show_dim(b)}")
+            if a.size != b.size:
+                raise _conflict(o, f"dimension mismatch: {a.size} vs {b.size}")
+            return True
+        if isinstance(a, AffineDim) and isinstance(b, Dim):
+            return self._affine_eq(a, b.size, o)
+        if isinstance(b, AffineDim) and isinstance(a, Dim):
+            return self._affine_eq(b, a.size, o)
+        assert isinstance(a, AffineDim) and isinstance(b, AffineDim)
+        if (a.stride, a.conv is None) == (b.stride, b.conv is None) and a.conv is None:
+            self._queue.append(DimEq(a.over, b.over, o))
+            return True
+        return False
+
+    def _affine_eq(self, a: AffineDim, size: int, o: Origin) -> bool:
+        if a.conv is None or a.conv.use_padding:
+            if size % a.stride:
+                raise _conflict(o, f"size {size} is not a multiple of the stride {a.stride}")
+            self._queue.append(DimEq(a.over, Dim(size // a.stride), o))
+            return True
+        k = dim_size(a.conv.kernel)
+        if k is None:
+            return False
+        span = 1 + (k - 1) * a.conv.dilation
+        if size < span or (size - span) % a.stride:
+            raise _conflict(o, f"input size {size} does not tile kernel span {span} by stride "
+                            f"{a.stride}")
+        self._queue.append(DimEq(a.over, Dim((size - span) // a.stride + 1), o))
+        return True
+
+    def _dim_ineq(self, cur: DimTerm, subr: DimTerm, o: Origin) -> bool:
+        if isinstance(subr, Dim) and subr.size == 1 or cur == subr:
+            return True
+        if isinstance(cur, Dim) and isinstance(subr, Dim):
+            if _labels_clash(cur, subr):
+                raise _conflict(o, f"basis clash: {show_dim(cur)} vs {show_dim(subr)}")
+            if cur.size != subr.size:
+                raise _conflict(o, f"cannot broadcast dimension {subr.size} to {cur.size}")
+            return True
+        if isinstance(cur, Dim):
+            if cur.size == 1:
+                self._queue.append(DimEq(subr, cur, o))
+                return True
+            return False
+        if isinstance(subr, Dim):
+            self._queue.append(DimEq(cur, subr, o))
+            return True
+        return False
+
+    def _row_eq(self, a: Row, b: Row, o: Origin) -> None:
+        if a.var is None and b.var is None:
+            if len(a.dims) != len(b.dims):
+                raise _conflict(o, f"rank mismatch: {len(a.dims)} vs {len(b.dims)} axes")
+            self._queue.extend(DimEq(x, y, o) for x, y in zip(a.dims, b.dims, strict=True))
+            return
+        if a.var is None:
+            a, b = b, a
+        if b.var is None:
+            assert a.var is not None
+            self._row_eq_closed(a, a.var, b.dims, o)
+            return
+        self._row_eq_open(a, b, o)
+
+    def _row_eq_closed(self, a: Row, var: RowVar, dims: tuple[DimTerm, ...], o: Origin) -> None:
+        nb, ne = len(a.beg), len(a.dims)
+        if len(dims) < nb + ne:
+            raise _conflict(o, f"rank mismatch: at least {nb + ne} axes vs {len(dims)}")
+        self._queue.extend(DimEq(x, y, o) for x, y in zip(a.beg, dims[:nb], strict=True))
+        tail = dims[len(dims) - ne:]
+        self._queue.extend(DimEq(x, y, o) for x, y in zip(a.dims, tail, strict=True))
+        self._bind_row(var, Row.closed(dims[nb:len(dims) - ne]), o)
+
+    def _row_eq_open(self, a: Row, b: Row, o: Origin) -> None:
+        assert a.var is not None and b.var is not None
+        nb = min(len(a.beg), len(b.beg))
+        ne = min(len(a.dims), len(b.dims))
+        self._queue.extend(DimEq(x, y, o) for x, y in zip(a.beg[:nb], b.beg[:nb], strict=True))
+        if ne:
+            self._queue.extend(
+                DimEq(x, y, o) for x, y in zip(a.dims[-ne:], b.dims[-ne:], strict=True))
+        eb1, eb2 = a.beg[nb:], b.beg[nb:]
+        ed1, ed2 = a.dims[:len(a.dims) - ne], b.dims[:len(b.dims) - ne]
+        if a.var.id == b.var.id:
+            if eb1 or eb2 or ed1 or ed2:
+                raise _conflict(o, "row-rank cycle: a row equated with itself plus more axes")
+            return
+        if not (eb1 or eb2 or ed1 or ed2):
+            self._bind_row(a.var, Row.open(b.var), o)
+            return
+        w = self.fresh_row()
+        self._bind_row(a.var, Row.open(w, eb2, ed2), o)
+        self._bind_row(b.var, Row.open(w, eb1, ed1), o)
+
+    def _row_ineq(self, cur: Row, subr: Row, o: Origin) -> bool:
+        need = subr.known_len
+        if cur.var is None and len(cur.dims) < need:
+            raise _conflict(o, f"cannot broadcast {need} axes into {len(cur.dims)} axes")
+        if cur.var is not None and cur.known_len < need:
+            extra = tuple(self.fresh_dim() for _ in range(need - cur.known_len))
+            self._bind_row(cur.var, Row.open(self.fresh_row(), (), extra), o)
+            self._queue.append(RowIneq(cur, subr, o))
+            return True
+        k = min(len(cur.dims), len(subr.dims))
+        for j in range(1, k + 1):
+            self._queue.append(DimIneq(cur.dims[-j], subr.dims[-j], o))
+        rest_cur = Row(cur.beg, cur.var, cur.dims[:len(cur.dims) - k])
+        rest_sub = Row(subr.beg, subr.var, subr.dims[:len(subr.dims) - k])
+        if rest_sub.var is None and not rest_sub.dims:
+            return True
+        if rest_sub.var is not None and rest_cur.var == rest_sub.var and rest_sub.known_len == 0:
+            return True
+        if k == 0:
+            return False
+        self._stash(RowIneq(rest_cur, rest_sub, o))
+        return True
+
+    def _total_elems(self, row: Row, n: int, o: Origin) -> bool:
+        if row.var is not None:
+            return False
+        prod, unknown = 1, []
+        for d in row.dims:
+            s = dim_size(d)
+            if s is None:
+                unknown.append(d)
+            else:
+                prod *= s
+        if not unknown:
+            if prod != n:
+                raise _conflict(o, f"row has {prod} elements, expected {n}")
+            return True
+        if len(unknown) == 1 and isinstance(unknown[0], DimVar):
+            if prod == 0 or n % prod:
+                raise _conflict(o, f"{n} elements do not divide into axes of product {prod}")
+            self._bind_dim(unknown[0], Dim(n // prod), o)
+            return True
+        return False
+
+    # ---- closing -------------------------------------------------------------------
+
+    def close(self, shapes: Iterable[ClosableShape]) -> None:
+        """Solve every variable of these shapes: leaves upward to their least upper bounds,
+        interiors down to dimension 1 / no more axes (seed 002). A parameter whose dims
+        nothing determines is a ShapeError naming it."""
+        shapes = list(shapes)
+        for _ in range(10_000):
+            self.run()
+            rows, dims = self._unsolved(shapes)
+            if not rows and not dims:
+                return
+            if not self._close_step(shapes, rows, dims):
+                raise ShapeError("internal: closing made no progress")
+        raise ShapeError("shape closing did not terminate")
+
+    def _unsolved(
+        self, shapes: list[ClosableShape]
+    ) -> tuple[dict[int, list[tuple[ClosableShape, int]]], dict[int, list[ClosableShape]]]:
+        rows: dict[int, list[tuple[ClosableShape, int]]] = {}
+        dims: dict[int, list[ClosableShape]] = {}
+        for sh in shapes:
+            for kind_ix, r in enumerate(sh.raw_rows()):
+                r = self.subst_row(r)
+                if r.var is not None:
+                    rows.setdefault(r.var.id, []).append((sh, kind_ix))
+                keys: set[tuple[str, int]] = set()
+                for d in r.beg + r.dims:
+                    _dim_vars(d, keys)
+                for _, i in keys:
+                    dims.setdefault(i, []).append(sh)
+        return rows, dims
+
+    def _close_step(self, shapes: list[ClosableShape],
+                    rows: dict[int, list[tuple[ClosableShape, int]]],
+                    dims: dict[int, list[ClosableShape]]) -> bool:
+        o = Origin("closing shapes")
+        leaf_rows = {v for v, occ in rows.items() if any(s.is_terminal for s, _ in occ)}
+        leaf_dims = {v for v, occ in dims.items() if any(s.is_terminal for s in occ)}
+        row_lubs = {v: n for v in leaf_rows if (n := self._row_lub_len(v)) is not None}
+        if row_lubs:
+            for v, n in sorted(row_lubs.items()):
+                fresh = tuple(self.fresh_dim() for _ in range(n))
+                self._bind_row(RowVar(v), Row.closed(fresh), o)
+            return True
+        dim_lubs = {v: n for v in leaf_dims if (n := self._dim_lub(v, set())) is not None}
+        if dim_lubs:
+            for v, n in sorted(dim_lubs.items()):
+                self._bind_dim(DimVar(v), Dim(n), o)
+            return True
+        interior_rows = sorted(set(rows) - leaf_rows)
+        if interior_rows:
+            for v in interior_rows:
+                self._bind_row(RowVar(v), Row.closed(()), o)
+            return True
+        if leaf_rows:
+            for v in sorted(leaf_rows):
+                for sh, kind_ix in rows[v]:
+                    if sh.is_param and kind_ix == 1:
+                        raise ShapeError(f"parameter '{sh.label}': its output dims are not "
+                                         "determined by any use; pass output_dims")
+                self._bind_row(RowVar(v), Row.closed(()), o)
+            return True
+        for v in sorted(leaf_dims):
+            params = [s.label for s in dims[v] if s.is_param]
+            if params:
+                raise ShapeError(f"parameter '{params[0]}': a dimension is not determined by "
+                                 "any use; pass its dims explicitly")
+        for v in sorted(dims):
+            self._bind_dim(DimVar(v), Dim(1), o)
+        return bool(dims)
+
+    def _row_lub_len(self, v: int) -> int | None:
+        best: int | None = None
+        for c in self._stuck.values():
+            if not isinstance(c, RowIneq):
+                continue
+            sub = self.subst_row(c.subr)
+            cur = self.subst_row(c.cur)
+            if sub.var is None or sub.var.id != v or cur.var is not None:
+                continue
+            n = len(cur.dims) - sub.known_len
+            best = n if best is None else min(best, n)
+        return best
+
+    def _dim_lub(self, v: int, seen: set[int]) -> int | None:
+        """Least upper bound of a dim variable from the inequalities above it (transitive)."""
+        seen.add(v)
+        found: set[int] = set()
+        for c in self._stuck.values():
+            if not isinstance(c, DimIneq):
+                continue
+            sub = self.subst_dim(c.subr)
+            if not (isinstance(sub, DimVar) and sub.id == v):
+                continue
+            cur = self.subst_dim(c.cur)
+            if isinstance(cur, Dim) and cur.size > 1:
+                found.add(cur.size)
+            elif isinstance(cur, DimVar) and cur.id not in seen:
+                n = self._dim_lub(cur.id, seen)
+                if n is not None and n > 1:
+                    found.add(n)
+        if not found:
+            return None
+        return found.pop() if len(found) == 1 else 1
+
+
+def _dim_vars(d: DimTerm, out: set[tuple[str, int]]) -> None:
+    match d:
+        case Dim():
+            pass
+        case DimVar(id=i):
+            out.add(("d", i))
+        case AffineDim(over=over, conv=conv):
+            _dim_vars(over, out)
+            if conv is not None:
+                _dim_vars(conv.kernel, out)
+        case _:
+            raise AssertionError(d)
+
+
+def _row_vars(r: Row, out: set[tuple[str, int]]) -> None:
+    if r.var is not None:
+        out.add(("r", r.var.id))
+    for d in r.beg + r.dims:
+        _dim_vars(d, out)

@@ -1,0 +1,177 @@
+"""Assignments IR (seed 000 "From what you write to the projections"): accumulating
+operations carrying their projections, fetches, sequences.
+
+Input: built by the tensor layer (op_asn / grad_asn code). Output: lowered to the loop
+IR by `lowering.lower`. Nodes are frozen slotted dataclasses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .loop_ir import BinOp, Buffer, IndexExpr, Symbol, TernOp, UnOp
+
+
+@dataclass(frozen=True, slots=True)
+class Projections:
+    """Product space and index maps of one assignment (slot 0 = LHS, slots 1.. = RHS)."""
+
+    product: tuple[tuple[Symbol, int], ...]  #: loop iterators with their extents
+    lhs: tuple[IndexExpr, ...]  #: index map of the written tensor, layout order
+    rhs: tuple[tuple[IndexExpr, ...], ...]  #: index maps of the read tensors
+    lhs_dims: tuple[int, ...]
+    rhs_dims: tuple[tuple[int, ...], ...]
+    debug: str = ""
+
+    def slot(self, i: int) -> tuple[tuple[IndexExpr, ...], tuple[int, ...]]:
+        return (self.lhs, self.lhs_dims) if i == 0 else (self.rhs[i - 1], self.rhs_dims[i - 1])
+
+    def view(self, lhs_slot: int, rhs_slots: tuple[int, ...]) -> Projections:
+        """The slot-permuted view a gradient assignment reads (seed 000). Example:
+        ``p.view(1, (0, 2))`` for ``g1 =+ g * v2``."""
+        lhs, ld = self.slot(lhs_slot)
+        rs = [self.slot(s) for s in rhs_slots]
+        return Projections(self.product, lhs, tuple(r for r, _ in rs), ld,
+                           tuple(d for _, d in rs), self.debug)
+
+    def reduction_iterators(self) -> tuple[Symbol, ...]:
+        """Iterators the LHS map omits: the emergent reduction axes."""
+        used = {s for ix in self.lhs for _, s in ix.terms}
+        return tuple(s for s, _ in self.product if s not in used)
+
+    def lhs_injective(self) -> bool:
+        seen: set[Symbol] = set()
+        for ix in self.lhs:
+            if len(ix.terms) > 1:
+                return False
+            for _, s in ix.terms:
+                if s in seen:
+                    return False
+                seen.add(s)
+        return all(s in seen for s, _ in self.product)
+
+    def lhs_surjective(self) -> bool:
+        extents = dict(self.product)
+        seen: set[Symbol] = set()
+        for ix, d in zip(self.lhs, self.lhs_dims, strict=True):
+            if d <= 1:
+                continue
+            if len(ix.terms) != 1 or ix.offset != 0:
+                return False
+            c, s = ix.terms[0]
+            if c != 1 or s in seen or extents.get(s) != d:
+                return False
+            seen.add(s)
+        return True
+
+
+@dataclass(frozen=True, slots=True)
+class Arg:
+    """The value of RHS operand `k` at its projected index."""
+
+    k: int
+
+
+@dataclass(frozen=True, slots=True)
+class Lit:
+    value: float
+
+
+@dataclass(frozen=True, slots=True)
+class Prim:
+    """A primitive applied to sub-expressions (the library fuses small trees, e.g. argmax)."""
+
+    op: UnOp | BinOp | TernOp
+    args: tuple[RhsExpr, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class StaticValue:
+    """The integer value of a routine's static argument (e.g. the step), as a float."""
+
+    symbol: Symbol
+
+
+RhsExpr = Arg | Lit | Prim | StaticValue
+
+
+@dataclass(frozen=True, slots=True)
+class Accum:
+    """`lhs <accum>= expr(rhs...)` over the projections; `initialize_neutral` is the colon of
+    `=:+`: the LHS is erased to the accumulator's neutral element where needed."""
+
+    lhs: Buffer
+    accum: BinOp  #: ADD, SUB, MUL, DIV, POW, MAX, MIN, or ARG2 for a plain `=:`
+    initialize_neutral: bool
+    expr: RhsExpr  #: the primitive (tree) applied to the RHS values
+    rhs: tuple[Buffer, ...]  #: read tensors, indexed by projections.rhs
+    projections: Projections
+    label: str = ""  #: for printing: which tensor operation built it
+
+
+@dataclass(frozen=True, slots=True)
+class ConstantFill:
+    value: float
+
+
+@dataclass(frozen=True, slots=True)
+class RangeOverOffsets:
+    """Each cell takes its own linear offset."""
+
+
+@dataclass(frozen=True, slots=True)
+class RandomUniform:
+    """Each cell: low + (high - low) * threefry uniform keyed by `key`, counter = offset."""
+
+    key: tuple[int, int, int, int]
+    low: float
+    high: float
+
+
+FetchOp = ConstantFill | RangeOverOffsets | RandomUniform
+
+
+@dataclass(frozen=True, slots=True)
+class Fetch:
+    buffer: Buffer
+    op: FetchOp
+
+
+@dataclass(frozen=True, slots=True)
+class CheckStatic:
+    """Fail the routine (error `code`) unless 0 <= symbol < bound (e.g. a batch number)."""
+
+    symbol: Symbol
+    bound: int
+    code: int
+
+
+@dataclass(frozen=True, slots=True)
+class Noop:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Seq:
+    items: tuple[Asgn, ...]
+
+
+Asgn = Accum | Fetch | CheckStatic | Noop | Seq
+
+
+def seq(*items: Asgn) -> Asgn:
+    """Flatten into one Seq, dropping Noops. Example: ``seq(Noop(), a)`` is ``a``."""
+    flat: list[Asgn] = []
+    for it in items:
+        match it:
+            case Seq(items=inner):
+                for x in inner:
+                    flat.extend(x.items if isinstance(x, Seq) else [x])
+            case Noop():
+                pass
+            case _:
+                flat.append(it)
+    flat = [x for x in flat if not isinstance(x, Noop)]
+    if not flat:
+        return Noop()
+    return flat[0] if len(flat) == 1 else Seq(tuple(flat))

@@ -1,0 +1,277 @@
+"""Lowering: assignments IR -> loop IR. The reduction characterization decides the
+pre-clear (LHS map non-surjective or non-injective) and the plain write (injective).
+
+Input: an `Asgn` tree. Output: a `LoopProgram` over every buffer it touches.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import assert_never
+
+from .assignments import (
+    Accum,
+    Arg,
+    Asgn,
+    CheckStatic,
+    ConstantFill,
+    Fetch,
+    Lit,
+    Noop,
+    Prim,
+    RandomUniform,
+    RangeOverOffsets,
+    RhsExpr,
+    Seq,
+    StaticValue,
+)
+from .loop_ir import (
+    Binary,
+    BinOp,
+    Buffer,
+    CheckIndex,
+    Const,
+    DeclLocal,
+    Expr,
+    Fill,
+    ForLoop,
+    Get,
+    GetLocal,
+    IndexExpr,
+    LoopProgram,
+    Precision,
+    SetCell,
+    SetLocal,
+    Stmt,
+    Symbol,
+    SymbolValue,
+    Ternary,
+    TernOp,
+    ThreefryUniform,
+    Unary,
+    UnOp,
+)
+from .loop_ir import Noop as LNoop
+from .loop_ir import Seq as LSeq
+
+NEUTRAL: dict[BinOp, float] = {
+    BinOp.ADD: 0.0, BinOp.SUB: 0.0, BinOp.MUL: 1.0, BinOp.DIV: 1.0, BinOp.POW: 1.0,
+    BinOp.MAX: -math.inf, BinOp.MIN: math.inf, BinOp.ARG2: 0.0, BinOp.ARG1: 0.0,
+}
+#: accumulators for which accum(neutral, x) == x, so an injective write can be plain
+PLAIN_WRITE_OK = frozenset({BinOp.ADD, BinOp.MUL, BinOp.MAX, BinOp.MIN, BinOp.ARG2})
+
+_sym_ids = itertools.count(1_000_000)
+_local_ids = itertools.count(1)
+
+
+def lower(code: Asgn, name: str, *, static_args: tuple[Symbol, ...] = (),
+          precision: Precision = Precision.FLOAT32) -> LoopProgram:
+    """Lower assignments into one routine. Example: ``lower(seq(...), "step")``."""
+    buffers: dict[int, Buffer] = {}
+    body = _lower(code, buffers)
+    return LoopProgram(name, tuple(buffers.values()), static_args, body, precision)
+
+
+def _use(buf: Buffer, buffers: dict[int, Buffer]) -> Buffer:
+    known = buffers.setdefault(buf.id, buf)
+    if known.dims != buf.dims:
+        raise ValueError(f"buffer {buf.name} used with dims {buf.dims} and {known.dims}")
+    return known
+
+
+def _lower(code: Asgn, buffers: dict[int, Buffer]) -> Stmt:
+    match code:
+        case Noop():
+            return LNoop()
+        case Seq(items=items):
+            return LSeq(tuple(_lower(x, buffers) for x in items))
+        case Accum():
+            return _lower_accum(code, buffers)
+        case Fetch(buffer=buf, op=op):
+            return _lower_fetch(_use(buf, buffers), op)
+        case CheckStatic(symbol=sym, bound=bound, code=err):
+            return CheckIndex(IndexExpr(((1, sym),), 0), bound, err)
+        case _:
+            assert_never(code)
+
+
+def rhs_expr(e: RhsExpr, args: list[Expr]) -> Expr:
+    """An Accum's expression tree with operand k read as ``args[k]``."""
+    match e:
+        case Arg(k=k):
+            return args[k]
+        case Lit(value=v):
+            return Const(v)
+        case StaticValue(symbol=s):
+            return SymbolValue(s)
+        case Prim(op=op, args=sub):
+            return apply_op(op, [rhs_expr(x, args) for x in sub])
+        case _:
+            assert_never(e)
+
+
+def apply_op(op: UnOp | BinOp | TernOp, args: list[Expr]) -> Expr:
+    """The primitive applied to its argument expressions."""
+    if isinstance(op, UnOp):
+        return args[0] if op == UnOp.IDENTITY else Unary(op, args[0])
+    if isinstance(op, BinOp):
+        return Binary(op, args[0], args[1])
+    return Ternary(op, args[0], args[1], args[2])
+
+
+def _lower_accum(a: Accum, buffers: dict[int, Buffer]) -> Stmt:
+    p = a.projections
+    lhs = _use(a.lhs, buffers)
+    args = [Get(_use(x, buffers), p.rhs[k]) for k, x in enumerate(a.rhs)]
+    val = rhs_expr(a.expr, args)
+    reds = set(p.reduction_iterators())
+    outer = [(s, n) for s, n in p.product if s not in reds]
+    inner = [(s, n) for s, n in p.product if s in reds]
+    injective, surjective = p.lhs_injective(), p.lhs_surjective()
+    stmts: list[Stmt] = []
+    if a.accum == BinOp.ARG2:
+        body: Stmt = SetCell(lhs, p.lhs, val)
+        return _nest(outer + inner, body)
+    if a.initialize_neutral and not (injective and surjective):
+        stmts.append(Fill(lhs, NEUTRAL[a.accum]))
+    if a.initialize_neutral and injective and a.accum in PLAIN_WRITE_OK:
+        stmts.append(_nest(outer, SetCell(lhs, p.lhs, val)))
+    elif inner and _outer_injective(p.lhs, {s for s, _ in outer}):
+        stmts.append(_nest(outer, _local_reduction(a, lhs, p.lhs, val, inner)))
+    else:
+        stmts.append(_nest(outer + inner, SetCell(lhs, p.lhs,
+                                                   Binary(a.accum, Get(lhs, p.lhs), val))))
+    return stmts[0] if len(stmts) == 1 else LSeq(tuple(stmts))
+
+
+def _outer_injective(index: tuple[IndexExpr, ...], outer: set[Symbol]) -> bool:
+    seen: set[Symbol] = set()
+    for ix in index:
+        if len(ix.terms) > 1:
+            return False
+        for _, s in ix.terms:
+            if s in seen or s not in outer:
+                return False
+            seen.add(s)
+    return seen == outer
+
+
+def _local_reduction(a: Accum, lhs: Buffer, index: tuple[IndexExpr, ...], val: Expr,
+                     inner: list[tuple[Symbol, int]]) -> Stmt:
+    """Accumulate the reduction axes in a scalar local, then write the cell once."""
+    acc = f"acc{next(_local_ids)}"
+    if a.initialize_neutral and a.accum in PLAIN_WRITE_OK:
+        init: Expr = Const(NEUTRAL[a.accum])
+    else:
+        init = Get(lhs, index)
+    step = SetLocal(acc, Binary(a.accum, GetLocal(acc), val))
+    return LSeq((DeclLocal(acc, init), _nest(inner, step), SetCell(lhs, index, GetLocal(acc))))
+
+
+def _nest(loops: list[tuple[Symbol, int]], body: Stmt) -> Stmt:
+    for sym, n in reversed(loops):
+        body = ForLoop(sym, n, body)
+    return body
+
+
+def _cell_loops(buf: Buffer) -> tuple[list[tuple[Symbol, int]], tuple[IndexExpr, ...], IndexExpr]:
+    """Loops over every cell of a buffer, its index, and its linear offset."""
+    loops: list[tuple[Symbol, int]] = []
+    index: list[IndexExpr] = []
+    stride, terms = 1, []
+    for d in reversed(buf.dims):
+        if d > 1:
+            s = Symbol(next(_sym_ids), "c")
+            loops.append((s, d))
+            index.append(IndexExpr(((1, s),), 0))
+            terms.append((stride, s))
+        else:
+            index.append(IndexExpr((), 0))
+        stride *= d
+    loops.reverse()
+    index.reverse()
+    return loops, tuple(index), IndexExpr(tuple(reversed(terms)), 0)
+
+
+def _offset_value(offset: IndexExpr) -> Expr:
+    out: Expr = Const(float(offset.offset))
+    for c, s in offset.terms:
+        out = Binary(BinOp.ADD, out, Binary(BinOp.MUL, Const(float(c)), SymbolValue(s)))
+    return out
+
+
+def _lower_fetch(buf: Buffer, op: ConstantFill | RangeOverOffsets | RandomUniform) -> Stmt:
+    match op:
+        case ConstantFill(value=v):
+            return Fill(buf, v)
+        case RangeOverOffsets():
+            loops, index, offset = _cell_loops(buf)
+            return _nest(loops, SetCell(buf, index, _offset_value(offset)))
+        case RandomUniform(key=key, low=lo, high=hi):
+            loops, index, offset = _cell_loops(buf)
+            u: Expr = ThreefryUniform(key, offset)
+            val = u
+            if (lo, hi) != (0.0, 1.0):
+                val = Binary(BinOp.ADD, Binary(BinOp.MUL, u, Const(hi - lo)), Const(lo))
+            return _nest(loops, SetCell(buf, index, val))
+        case _:
+            assert_never(op)
+
+
+def free_symbols(s: Stmt) -> set[Symbol]:
+    """Symbols used but not bound by an enclosing loop: the routine's static arguments."""
+    out: set[Symbol] = set()
+    _free(s, frozenset(), out)
+    return out
+
+
+def _free_ix(ix: IndexExpr, bound: frozenset[Symbol], out: set[Symbol]) -> None:
+    out.update(s for _, s in ix.terms if s not in bound)
+
+
+def _free_expr(e: Expr, bound: frozenset[Symbol], out: set[Symbol]) -> None:
+    match e:
+        case Const() | GetLocal():
+            pass
+        case Get(index=index):
+            for ix in index:
+                _free_ix(ix, bound, out)
+        case SymbolValue(symbol=s):
+            if s not in bound:
+                out.add(s)
+        case Unary(arg=a):
+            _free_expr(a, bound, out)
+        case Binary(lhs=a, rhs=b):
+            _free_expr(a, bound, out)
+            _free_expr(b, bound, out)
+        case Ternary(a=a, b=b, c=c):
+            for x in (a, b, c):
+                _free_expr(x, bound, out)
+        case ThreefryUniform(counter=ix):
+            _free_ix(ix, bound, out)
+        case _:
+            assert_never(e)
+
+
+def _free(s: Stmt, bound: frozenset[Symbol], out: set[Symbol]) -> None:
+    match s:
+        case LNoop() | Fill():
+            pass
+        case LSeq(stmts=stmts):
+            for x in stmts:
+                _free(x, bound, out)
+        case ForLoop(symbol=sym, body=body):
+            _free(body, bound | {sym}, out)
+        case SetCell(index=index, value=v):
+            for ix in index:
+                _free_ix(ix, bound, out)
+            _free_expr(v, bound, out)
+        case DeclLocal(init=v) | SetLocal(value=v):
+            _free_expr(v, bound, out)
+        case CheckIndex(index=ix):
+            _free_ix(ix, bound, out)
+        case _:
+            # Comment nodes carry no symbols
+            pass

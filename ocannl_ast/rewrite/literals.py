@@ -1,0 +1,58 @@
+"""Numeric displays as tensor literals: `[(1, 2), (3, 4)]` → `__oc__.literal([(1, 2), (3, 4)])`.
+
+Input: a CST expression in a tensor position (operand of + - * / ** @ or unary -, positional
+argument of a tensor function or primitive, @op return value, declaration init). Output: the
+same expression, wrapped when it is a display whose leaves are all numbers; `batch([...])`
+inside becomes `__oc__.batch([...])`. Displays anywhere else stay plain Python values.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+import libcst.matchers as m
+
+from ocannl_ast.rewrite import build
+
+_NUMBER = m.Integer() | m.Float()
+_SIGNED_NUMBER = _NUMBER | m.UnaryOperation(operator=m.Minus() | m.Plus(), expression=_NUMBER)
+_BATCH_CALL = m.Call(func=m.Name("batch"), args=[m.Arg(keyword=None, star="")])
+
+
+def is_batch_call(node: cst.CSTNode) -> bool:
+    """`batch(<numeric display>)` — the batch axis of a literal (OCANNL `[| ... |]`)."""
+    return m.matches(node, _BATCH_CALL) and is_numeric_display(
+        cst.ensure_type(node, cst.Call).args[0].value
+    )
+
+
+def _is_leaf_or_display(node: cst.BaseExpression) -> bool:
+    return m.matches(node, _SIGNED_NUMBER) or is_numeric_display(node)
+
+
+def is_numeric_display(node: cst.CSTNode) -> bool:
+    """A non-empty list/tuple display (or batch call) whose leaves are all numbers."""
+    if is_batch_call(node):
+        return True
+    if not isinstance(node, (cst.List, cst.Tuple)) or not node.elements:
+        return False
+    return all(
+        isinstance(el, cst.Element) and _is_leaf_or_display(el.value) for el in node.elements
+    )
+
+
+class _BatchToBuilder(cst.CSTTransformer):
+    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
+        if m.matches(updated_node, _BATCH_CALL):
+            return updated_node.with_changes(func=build.attr("__oc__", "batch"))
+        return updated_node
+
+
+def literal(node: cst.BaseExpression) -> cst.BaseExpression:
+    """`__oc__.literal(<display>)` with inner `batch(...)` calls sent to the builders."""
+    converted = cst.ensure_type(node.visit(_BatchToBuilder()), cst.BaseExpression)
+    return build.oc_call("literal", [converted])
+
+
+def tensor_operand(node: cst.BaseExpression) -> cst.BaseExpression:
+    """`node` as a tensor: numeric displays become literals, anything else is unchanged."""
+    return literal(node) if is_numeric_display(node) else node

@@ -1,0 +1,145 @@
+"""Source stage: read a decorated function's text, parse it with libcst, locate CST nodes.
+
+Input: a function object (or a source string). Output: a `ParsedFunction` holding the CST of
+its `def` and a `Locator` turning any original node into an absolute `Span` (file, line,
+column, text) — the position every DslSyntaxError carries.
+"""
+
+from __future__ import annotations
+
+import inspect
+import types
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import libcst as cst
+from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
+
+from ocannl_ast.errors import DslSyntaxError, Span
+
+#: Prepended to an indented snippet so that it parses without dedenting (columns stay exact).
+_SHIM = "if 1:\n"
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionSource:
+    """The text of one `def` (decorators included) and where it sits in its file."""
+
+    text: str  #: source lines as read, original indentation kept
+    filename: str  #: file name as Python reports it (co_filename)
+    first_line: int  #: 1-based absolute line of the first line of `text`
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedFunction:
+    """A parsed `def`: the module holding it (shimmed when indented) and the def itself."""
+
+    source: FunctionSource
+    module: cst.Module  #: parse of `text`, or of `_SHIM + text` when `indent` is non-empty
+    funcdef: cst.FunctionDef  #: the function definition inside `module`
+    indent: str  #: leading whitespace of the `def` block ("" at module level)
+    code_lines: tuple[str, ...]  #: lines of the parsed code (shim included)
+
+    @property
+    def shim_lines(self) -> int:
+        """Synthetic lines before the user's text in `module`."""
+        return 1 if self.indent else 0
+
+
+def unreadable(fn: object, why: str) -> DslSyntaxError:
+    """A DslSyntaxError for a function whose source cannot be used, located at its def."""
+    code = getattr(fn, "__code__", None)
+    span = Span(code.co_filename, code.co_firstlineno) if code is not None else None
+    return DslSyntaxError(why, span)
+
+
+def read_source(fn: object, decorator: str) -> FunctionSource:
+    """The source of `fn`, which must be a plain `def` function readable by inspect.
+
+    Example: ``read_source(f, "op").first_line`` is the line of f's first decorator.
+    """
+    name = getattr(fn, "__qualname__", repr(fn))
+    if not isinstance(fn, types.FunctionType):
+        raise unreadable(fn, f"@{decorator} applies to a function defined with def; got {name}")
+    if fn.__name__ == "<lambda>":
+        raise unreadable(fn, f"@{decorator} cannot rewrite a lambda: define it with def")
+    if hasattr(fn, "__wrapped__"):
+        raise unreadable(
+            fn, f"@{decorator} must be the innermost decorator of {name} (closest to def)"
+        )
+    try:
+        lines, first = inspect.getsourcelines(fn)
+    except (OSError, TypeError) as exc:
+        raise unreadable(
+            fn,
+            f"@{decorator} cannot read the source of {name} ({exc}); functions created by "
+            "exec/eval or typed at an interactive prompt cannot be rewritten",
+        ) from None
+    return FunctionSource("".join(lines), fn.__code__.co_filename, max(first, 1))
+
+
+def _leading_ws(line: str) -> str:
+    return line[: len(line) - len(line.lstrip(" \t"))]
+
+
+def parse_function(source: FunctionSource, decorator: str) -> ParsedFunction:
+    """Parse the single `def` in `source` (indented snippets get a one-line shim, no dedent)."""
+    first = source.text.split("\n", 1)[0]
+    indent = _leading_ws(first)
+    code = _SHIM + source.text if indent else source.text
+    try:
+        module = cst.parse_module(code)
+    except cst.ParserSyntaxError as exc:
+        line = source.first_line + exc.raw_line - 1 - (1 if indent else 0)
+        raise DslSyntaxError(
+            f"cannot parse the source of the @{decorator} function: {exc.message}",
+            Span(source.filename, line, max(exc.raw_column, 0)),
+        ) from None
+    body: list[cst.BaseStatement] = list(module.body)
+    if indent and len(body) == 1 and isinstance(body[0], cst.If):
+        block = body[0].body
+        body = list(block.body) if isinstance(block, cst.IndentedBlock) else []
+    if len(body) != 1 or not isinstance(body[0], cst.FunctionDef):
+        raise DslSyntaxError(
+            f"@{decorator} expects the source to hold exactly one function definition",
+            Span(source.filename, source.first_line, len(indent), first.strip()),
+        )
+    return ParsedFunction(source, module, body[0], indent, tuple(code.split("\n")))
+
+
+class Locator:
+    """Maps nodes of the original CST to absolute spans in the user's file."""
+
+    def __init__(self, parsed: ParsedFunction) -> None:
+        self.parsed = parsed
+        wrapper = MetadataWrapper(parsed.module, unsafe_skip_copy=True)
+        self.positions: Mapping[cst.CSTNode, CodeRange] = wrapper.resolve(PositionProvider)
+
+    def _absolute(self, code_line: int) -> int:
+        src = self.parsed.source
+        return src.first_line + code_line - 1 - self.parsed.shim_lines
+
+    def lines(self, node: cst.CSTNode) -> tuple[int, int]:
+        """Absolute first and last line of an original node."""
+        rng = self.positions[node]
+        return self._absolute(rng.start.line), self._absolute(rng.end.line)
+
+    def text(self, node: cst.CSTNode) -> str:
+        """The node's own source text (whitespace around it excluded)."""
+        rng = self.positions[node]
+        lines = self.parsed.code_lines[rng.start.line - 1 : rng.end.line]
+        if not lines:
+            return ""
+        if len(lines) == 1:
+            return lines[0][rng.start.column : rng.end.column]
+        return "\n".join([lines[0][rng.start.column :], *lines[1:-1], lines[-1][: rng.end.column]])
+
+    def span(self, node: cst.CSTNode) -> Span:
+        """Where `node` starts: file, absolute line, column, and its text."""
+        rng = self.positions[node]
+        line = self._absolute(rng.start.line)
+        return Span(self.parsed.source.filename, line, rng.start.column, self.text(node))
+
+    def error(self, node: cst.CSTNode, message: str) -> DslSyntaxError:
+        """A DslSyntaxError located at `node` (raise it)."""
+        return DslSyntaxError(message, self.span(node))

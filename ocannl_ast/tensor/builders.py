@@ -1,0 +1,163 @@
+"""Assignment builders: what `@cd` code (and the library's own op_asn / grad_asn) calls to
+produce Code: `accum(lhs, "=:+", prim("mul", a, b), logic=..., projections=...)`.
+
+Input: node references, tensors, numbers, primitive trees. Output: `tensor.code.Code`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import DslSyntaxError, OcannlError, ShapeError, user_span
+from ..infer.constraints import Origin
+from ..infer.logic import Logic, Pointwise, logic_name, logic_of_string, shape_constraints
+from ..lowering import assignments as A
+from ..lowering.loop_ir import BinOp, TernOp, UnOp
+from .code import AccumItem, Code, NodeRef, OpRecord, concat
+from .tensor import Tensor, current_record
+
+#: accumulation operator -> (accumulator, initialize_neutral)
+ACCUM_OPS: dict[str, tuple[BinOp, bool]] = {
+    "=:": (BinOp.ARG2, False), "=+": (BinOp.ADD, False), "=-": (BinOp.SUB, False),
+    "=*": (BinOp.MUL, False), "=/": (BinOp.DIV, False), "=**": (BinOp.POW, False),
+    "=:+": (BinOp.ADD, True), "=:-": (BinOp.SUB, True), "=:*": (BinOp.MUL, True),
+    "=:/": (BinOp.DIV, True), "=:**": (BinOp.POW, True), "=:@^": (BinOp.MAX, True),
+    "=:@-": (BinOp.MIN, True), "=@^": (BinOp.MAX, False), "=@-": (BinOp.MIN, False),
+}
+
+PRIMS: dict[str, UnOp | BinOp | TernOp] = {
+    **{op.value: op for op in UnOp}, **{op.value: op for op in BinOp},
+    **{op.value: op for op in TernOp}, "id": UnOp.IDENTITY,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class PrimCall:
+    """A primitive over arguments (node refs, tensors, numbers or nested PrimCalls)."""
+
+    op: UnOp | BinOp | TernOp
+    args: tuple[Any, ...]
+
+
+def prim(name: str, *args: Any) -> PrimCall:
+    """A primitive application for `accum`. Example: ``prim("add", v1, v2)``."""
+    op = PRIMS.get(name)
+    if op is None:
+        raise DslSyntaxError(f"unknown primitive '{name}' (known: {', '.join(sorted(PRIMS))})",
+                             user_span())
+    arity = 1 if isinstance(op, UnOp) else 2 if isinstance(op, BinOp) else 3
+    if len(args) != arity:
+        raise DslSyntaxError(f"primitive '{name}' takes {arity} argument(s), got {len(args)}",
+                             user_span())
+    return PrimCall(op, args)
+
+
+def _leaf_ref(x: Any) -> NodeRef:
+    if isinstance(x, NodeRef):
+        return x
+    if isinstance(x, Tensor):
+        return NodeRef(x, "value", x.slot)
+    raise OcannlError(f"cannot use {type(x).__name__} {x!r} in an assignment")
+
+
+class _Leaves:
+    """The distinct operands of a primitive tree, in order, and the expression over them."""
+
+    def __init__(self) -> None:
+        self.refs: list[NodeRef] = []
+
+    def expr(self, x: Any) -> A.RhsExpr:
+        if isinstance(x, PrimCall):
+            return A.Prim(x.op, tuple(self.expr(a) for a in x.args))
+        if isinstance(x, bool | int | float):
+            return A.Lit(float(x))
+        from .ops import StaticIndex
+
+        if isinstance(x, StaticIndex):
+            return A.StaticValue(x.symbol)
+        ref = _leaf_ref(x)
+        for k, r in enumerate(self.refs):
+            if (r.tensor is ref.tensor and r.kind == ref.kind) and r.slot == ref.slot:
+                return A.Arg(k)
+        self.refs.append(ref)
+        return A.Arg(len(self.refs) - 1)
+
+
+def accum(lhs: Any, op: str, rhs: Any, *, logic: str | None = None,
+          projections: OpRecord | None = None, label: str = "") -> Code:
+    """One assignment `lhs <op> rhs` (OCANNL's `=:+`, `=+`, ...). With `projections` (an
+    operation in context) the tensors are indexed by their slots; otherwise the
+    assignment contributes its own shape constraints with `logic` (default pointwise).
+
+    Example: ``accum(t, "=:+", prim("mul", a, b), logic="ij;jk=>ik")``.
+    """
+    if op not in ACCUM_OPS:
+        raise DslSyntaxError(f"unknown accumulation operator '{op}'", user_span())
+    acc, init = ACCUM_OPS[op]
+    if lhs is None:
+        return Code()  # a slot's grad that does not exist (operand is not differentiable)
+    target = _leaf_ref(lhs)
+    if target.kind == "grad" and not target.tensor.diff:
+        return Code()  # a gradient nobody needs (operand is not differentiable)
+    if not isinstance(rhs, PrimCall):
+        rhs = PrimCall(UnOp.IDENTITY, (rhs,))
+    leaves = _Leaves()
+    expr = leaves.expr(rhs)
+    ctx = current_record.get()
+    owned = {id(t) for t in ([ctx.result, *ctx.operands] if ctx else [])}
+    pre = concat(r.tensor.embed() for r in leaves.refs
+                 if r.kind == "value" and id(r.tensor) not in owned)
+    if projections is not None and logic is None:
+        slots = tuple(-1 if r.slot is None else r.slot for r in (target, *leaves.refs))
+        item = AccumItem(target, acc, init, expr, tuple(leaves.refs), projections, slots, label)
+        return pre + Code((item,))
+    rec = _producer_record(target, leaves.refs, rhs, logic, op)
+    return pre + Code((AccumItem(target, acc, init, expr, tuple(leaves.refs), rec, None, label),))
+
+
+def _producer_record(target: NodeRef, refs: list[NodeRef], rhs: PrimCall, logic: str | None,
+                     op: str) -> OpRecord:
+    """A standalone assignment contributes its own constraints (seed 000, producer regime)."""
+    span = user_span()
+    lg: Logic = logic_of_string(logic) if logic is not None else Pointwise()
+    operands = [r.tensor for r in refs]
+    name = f"assignment {op}"
+    shapes = [target.tensor.shape, *[t.shape for t in operands]]
+    origin = Origin(f"{name} ({logic_name(lg)})", tuple(shapes), span)
+    solver = target.tensor.shape.solver
+    try:
+        solver.add(shape_constraints(lg, solver, target.tensor.shape,
+                                     [t.shape for t in operands], origin))
+    except ShapeError as e:
+        raise e.with_span(span) from None
+    return OpRecord(lg, target.tensor, operands, name, span)
+
+
+class CodeCollector:
+    """Collects the assignments of a @cd body in order."""
+
+    def __init__(self) -> None:
+        self._codes: list[Code] = []
+
+    def add(self, code: Code | None) -> None:
+        if code is not None:
+            self._codes.append(code)
+
+    def result(self) -> Code:
+        return concat(self._codes)
+
+
+def code_collector() -> CodeCollector:
+    return CodeCollector()
+
+
+def grad_of(x: Any) -> NodeRef:
+    """The grad node of a tensor or node reference (`p.grad` in @cd code)."""
+    ref = _leaf_ref(x)
+    return NodeRef(ref.tensor, "grad", ref.slot)
+
+
+def value_of(x: Any) -> NodeRef:
+    ref = _leaf_ref(x)
+    return NodeRef(ref.tensor, "value", ref.slot)

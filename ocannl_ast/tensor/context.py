@@ -1,0 +1,249 @@
+"""Contexts and routines: compile Code into one backend function, hold the arrays, run
+parameter initialization once per context, check that nothing reads an unset tensor.
+
+Input: Code (forward, backprop, updates, @cd results). Output: callable Routines;
+host data in and out as NumPy arrays.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from typing import Any, assert_never
+
+import numpy as np
+
+from ..backends import get_backend
+from ..errors import OcannlError, RuntimeDataError
+from ..lowering import assignments as A
+from ..lowering.loop_ir import BinOp, Buffer, LoopProgram, Precision
+from ..lowering.lower import free_symbols, lower
+from ..lowering.threefry import threefry4x32
+from .code import Code, FetchItem, NodeRef, concat, materialize
+from .tensor import Init, Tensor
+
+_routine_ids = itertools.count(1)
+_seed = [0]
+
+
+def set_seed(seed: int) -> None:
+    """The global seed keying every parameter's random initialization."""
+    _seed[0] = int(seed) & 0xFFFFFFFF
+
+
+def param_key(tensor_id: int, seed: int | None = None) -> tuple[int, int, int, int]:
+    """threefry4x32 of the tensor's identity under the global seed (seed 001)."""
+    s = _seed[0] if seed is None else seed
+    w = threefry4x32((s, 0x0CA11, 0, 0), np.array([[tensor_id, 0, 0, 0]], dtype=np.uint32))
+    return tuple(int(x) for x in w[0])  # type: ignore[return-value]
+
+
+def as_code(code: Any) -> Code:
+    """Code from Code, a Tensor (its forward code) or a sequence of those."""
+    if isinstance(code, Code):
+        return code
+    if isinstance(code, Tensor):
+        return code.forward
+    if isinstance(code, list | tuple):
+        return concat(as_code(c) for c in code)
+    raise OcannlError(f"cannot compile {type(code).__name__}: expected code (tensor.forward, "
+                      "oc.grad_update(...), a @cd function's result) or a sequence of them")
+
+
+def _ref_of(x: Tensor | NodeRef) -> NodeRef:
+    return x if isinstance(x, NodeRef) else NodeRef(x, "value")
+
+
+class Context:
+    """Arrays of one backend, parameters initialized once each, routines compiled here.
+
+    Example: ``ctx = oc.Context(); r = ctx.compile(y.forward); r(); ctx.get(y)``.
+    """
+
+    def __init__(self, backend: str = "c", *, precision: str = "float32") -> None:
+        self.backend = get_backend(backend)
+        self.precision = Precision(precision)
+        self.dtype = np.float32 if self.precision == Precision.FLOAT32 else np.float64
+        self.arrays: dict[int, np.ndarray] = {}
+        self.available: set[int] = set()
+        self.initialized: set[int] = set()
+
+    # ---- host data ---------------------------------------------------------------------
+
+    def array(self, buf: Buffer) -> np.ndarray:
+        arr = self.arrays.get(buf.id)
+        if arr is None:
+            arr = np.zeros(buf.dims, dtype=self.dtype)
+            self.arrays[buf.id] = arr
+        return arr
+
+    def get(self, x: Tensor | NodeRef) -> np.ndarray:
+        """A copy of a tensor's value (or `t.grad`), axes batch, output, input."""
+        ref = _ref_of(x)
+        ref.tensor.shape.close()
+        buf = ref.buffer()
+        if buf.id not in self.available:
+            raise RuntimeDataError(f"'{ref.tensor.label}' ({ref.kind}) has no value in this "
+                                   "context: nothing set or computed it yet")
+        return self.array(buf).copy()
+
+    def set(self, x: Tensor | NodeRef, values: Any) -> None:
+        """Set a tensor's value from host data of its exact dims."""
+        ref = _ref_of(x)
+        ref.tensor.shape.close()
+        buf = ref.buffer()
+        arr = np.asarray(values, dtype=self.dtype)
+        if arr.shape != buf.dims and arr.size == int(np.prod(buf.dims)) and arr.ndim <= 1:
+            arr = arr.reshape(buf.dims)
+        if arr.shape != buf.dims:
+            raise RuntimeDataError(f"'{ref.tensor.label}' has dims {buf.dims}, got data of "
+                                   f"shape {arr.shape}")
+        self.array(buf)[...] = arr
+        self.available.add(buf.id)
+        if ref.kind == "value":
+            self.initialized.add(ref.tensor.id)
+
+    # ---- compiling -----------------------------------------------------------------------
+
+    def compile(self, code: Any, *, name: str | None = None) -> Routine:
+        """One backend routine for the whole code sequence."""
+        prog, asgn, held = self.lower_code(code, name=name)
+        return Routine(self, prog, self.backend.compile(prog), asgn, held)
+
+    def lower_code(self, code: Any, *, name: str | None = None
+                   ) -> tuple[LoopProgram, A.Asgn, list[Tensor]]:
+        """Close the shapes the code touches, derive projections, lower to loop IR."""
+        c = as_code(code)
+        tensors = c.tensors()
+        held = [t for t in tensors if t.is_held_out or t.alias_of is not None]
+        shapes = {id(t.shape): t.shape for t in tensors}
+        for t in held:
+            shapes.update({id(s.shape): s.shape for s in _init_deps(t)})
+        if shapes:
+            next(iter(shapes.values())).solver.close(list(shapes.values()))
+        asgn = materialize(c)
+        prog = self._lower(asgn, name or f"routine_{next(_routine_ids)}")
+        return prog, asgn, _held_out(tensors)
+
+    def _lower(self, asgn: A.Asgn, name: str) -> LoopProgram:
+        prog = lower(asgn, name, precision=self.precision)
+        statics = tuple(sorted(free_symbols(prog.body), key=lambda s: s.id))
+        return LoopProgram(prog.name, prog.buffers, statics, prog.body, prog.precision)
+
+    def ensure_initialized(self, tensors: Sequence[Tensor]) -> None:
+        """Run the init routine for held-out tensors not yet initialized in this context."""
+        todo = [t for t in tensors if t.id not in self.initialized]
+        if not todo:
+            return
+        device: list[Code] = []
+        for t in todo:
+            device.append(self._init_one(t))
+        code = concat(device)
+        if code.items:
+            self.compile(code, name=f"init_{next(_routine_ids)}").run_unchecked()
+        for t in todo:
+            self.initialized.add(t.id)
+            self.available.add(t.buffer("value").id)
+
+    def _init_one(self, t: Tensor) -> Code:
+        buf = NodeRef(t, "value")
+        v = t.init_value
+        if t.init is Init.NODE:
+            return Code((FetchItem(buf, A.ConstantFill(0.0)),))
+        if isinstance(v, Tensor):
+            return t.init_code
+        if isinstance(v, int | float):
+            return Code((FetchItem(buf, A.ConstantFill(float(v))),))
+        if isinstance(v, np.ndarray):
+            t.shape.close()
+            self.set(t, v.reshape(t.dims()) if v.size == int(np.prod(t.dims())) else v)
+            return Code()
+        if v is None and t.init is Init.PARAM:
+            return Code((FetchItem(buf, A.RandomUniform(param_key(t.id), -1.0, 1.0)),))
+        raise RuntimeDataError(f"'{t.label}' has no value: set it with ctx.set(...) before "
+                               "running code that reads it")
+
+
+def _init_deps(t: Tensor) -> list[Tensor]:
+    v = t.init_value
+    return v.subgraph() if isinstance(v, Tensor) else []
+
+
+def _held_out(tensors: list[Tensor]) -> list[Tensor]:
+    out: dict[int, Tensor] = {}
+    for t in tensors:
+        base = t.alias_of.tensor if t.alias_of is not None else t
+        if base.is_held_out:
+            out.setdefault(base.id, base)
+    return list(out.values())
+
+
+class Routine:
+    """A compiled routine: call it (with static arguments by name or position) to run."""
+
+    def __init__(self, ctx: Context, prog: LoopProgram, compiled: Any, asgn: A.Asgn,
+                 held_out: list[Tensor]) -> None:
+        self.ctx = ctx
+        self.prog = prog
+        self.compiled = compiled
+        self.held_out = held_out
+        reads, writes = read_write_sets(asgn)
+        self.needs = reads
+        self.writes = writes
+        self.arrays = [ctx.array(b) for b in prog.buffers]
+        self.static_names = [s.name for s in prog.static_args]
+
+    def _statics(self, args: tuple[int, ...], kwargs: dict[str, int]) -> list[int]:
+        vals = list(args)
+        for s in self.prog.static_args[len(vals):]:
+            if s.name not in kwargs:
+                raise OcannlError(f"routine {self.prog.name} needs static argument '{s.name}'")
+            vals.append(int(kwargs.pop(s.name)))
+        if kwargs or len(vals) != len(self.prog.static_args):
+            raise OcannlError(f"routine {self.prog.name} takes static arguments "
+                              f"{self.static_names}")
+        return vals
+
+    def __call__(self, *args: int, **kwargs: int) -> None:
+        statics = self._statics(args, dict(kwargs))
+        self.ctx.ensure_initialized(self.held_out)
+        missing = self.needs - self.ctx.available
+        if missing:
+            names = sorted(b.name for b in self.prog.buffers if b.id in missing)
+            raise RuntimeDataError(f"routine {self.prog.name} reads {', '.join(names)}, which "
+                                   "nobody set or computed in this context")
+        self.compiled(self.arrays, statics)
+        self.ctx.available |= self.writes
+
+    def run_unchecked(self) -> None:
+        self.compiled(self.arrays, [])
+        self.ctx.available |= self.writes
+
+
+def read_write_sets(asgn: A.Asgn) -> tuple[set[int], set[int]]:
+    """Buffers read before any write in the routine, and buffers written."""
+    reads: set[int] = set()
+    writes: set[int] = set()
+
+    def walk(a: A.Asgn) -> None:
+        match a:
+            case A.Accum(lhs=lhs, rhs=rhs, accum=acc, initialize_neutral=init):
+                for b in rhs:
+                    if b.id not in writes:
+                        reads.add(b.id)
+                if not init and acc != BinOp.ARG2 and lhs.id not in writes:
+                    reads.add(lhs.id)
+                writes.add(lhs.id)
+            case A.Fetch(buffer=b):
+                writes.add(b.id)
+            case A.CheckStatic() | A.Noop():
+                pass
+            case A.Seq(items=items):
+                for x in items:
+                    walk(x)
+            case _:
+                assert_never(a)
+
+    walk(asgn)
+    return reads, writes
+

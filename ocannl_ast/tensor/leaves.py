@@ -1,0 +1,161 @@
+"""Leaf tensors: data constants (`ndarray`, `number`), parameters, terms (input data set by
+the caller), persistent @cd nodes, ranges; and literal parsing (list = output axis, tuple =
+input axis, `batch([...])` = batch axis).
+
+Input: Python numbers, nested lists/tuples, NumPy arrays. Output: Tensors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..errors import OcannlError, ShapeError, user_span
+from ..infer.constraints import Origin, RowEq
+from ..infer.shape import DimsArg, Shape
+from ..lowering.assignments import RangeOverOffsets
+from .code import Code, FetchItem, NodeRef
+from .tensor import Init, Tensor, current_record
+
+
+class BatchList(list):  # type: ignore[type-arg]
+    """Marks a literal's list level as a batch axis (`batch([...])`, OCANNL `[| ... |]`)."""
+
+
+def batch(values: Sequence[Any]) -> BatchList:
+    """Mark the outer level of a literal as batch axes. Example: ``batch([[1, 2], [3, 4]])``."""
+    return BatchList(values)
+
+
+def _levels(values: Any) -> list[str]:
+    """Axis kinds of a nested literal, outermost first: "batch", "output" or "input"."""
+    kinds: list[str] = []
+    v = values
+    while isinstance(v, list | tuple):
+        kinds.append("batch" if isinstance(v, BatchList) else
+                     "input" if isinstance(v, tuple) else "output")
+        if not v:
+            break
+        v = v[0]
+    return kinds
+
+
+def literal_array(values: Any, batch_axes: int = 0,
+                  input_axes: int = 0) -> tuple[np.ndarray, int, int, int]:
+    """A literal as an array in layout order (batch, output, input) with the row lengths."""
+    if isinstance(values, np.ndarray) or not isinstance(values, list | tuple):
+        arr = np.asarray(values, dtype=np.float64)
+        kinds = None
+    else:
+        kinds = _levels(values)
+        try:
+            arr = np.asarray(values, dtype=np.float64)
+        except ValueError as e:
+            raise OcannlError(f"ragged or non-numeric literal: {e}") from None
+        if arr.ndim != len(kinds):
+            raise OcannlError("ragged literal: every level must have the same length")
+    nd = arr.ndim
+    if kinds is None or all(k == "output" for k in kinds):
+        if batch_axes + input_axes > nd:
+            raise OcannlError(f"batch_axes={batch_axes} + input_axes={input_axes} exceed the "
+                              f"{nd} axes of the data")
+        return arr, batch_axes, nd - batch_axes - input_axes, input_axes
+    order = ([i for i, k in enumerate(kinds) if k == "batch"]
+             + [i for i, k in enumerate(kinds) if k == "output"]
+             + [i for i, k in enumerate(kinds) if k == "input"])
+    nb, ni = kinds.count("batch"), kinds.count("input")
+    return np.transpose(arr, order), nb, nd - nb - ni, ni
+
+
+def ndarray(values: Any, *, batch_axes: int = 0, input_axes: int = 0,
+            label: str | None = None) -> Tensor:
+    """Non-differentiable constant data. Example: ``ndarray([(1, 2), (3, 4)])`` has shape
+    ``2->2``... as OCANNL's `[ (1, 2); (3, 4) ]`: outputs 2, inputs 2."""
+    arr, nb, no, ni = literal_array(values, batch_axes, input_axes)
+    dims = arr.shape
+    shape = Shape.make(label or "ndarray", batch_dims=dims[:nb], output_dims=dims[nb:nb + no],
+                       input_dims=dims[nb + no:], is_terminal=True)
+    t = Tensor(label or "ndarray", shape, Init.CONST)
+    t.init_value = np.ascontiguousarray(arr)
+    return t
+
+
+def literal(values: Any) -> Tensor:
+    """A tensor literal from @op code (`[(1, 2), (3, 4)]`, `batch([...])`)."""
+    return ndarray(values, label="literal")
+
+
+def number(x: float, *, label: str | None = None) -> Tensor:
+    """A scalar constant (one output axis of size 1). Example: ``number(2.0)``."""
+    shape = Shape.make(label or str(x), batch_dims=(), output_dims=(1,), input_dims=(),
+                       is_terminal=True)
+    t = Tensor(label or _num_label(x), shape, Init.CONST)
+    t.init_value = float(x)
+    return t
+
+
+def _num_label(x: float) -> str:
+    return f"{x:g}".replace("-", "neg").replace(".", "_").replace("+", "")
+
+
+def param(name: str, *, output_dims: DimsArg = None, input_dims: DimsArg = None,
+          batch_dims: DimsArg = None, init: Any = None) -> Tensor:
+    """A differentiable parameter; dims left None are inferred. init: None (uniform random
+    in [-1, 1), deterministic per seed and tensor identity), a number, an array, a Tensor.
+
+    Example: ``w = param("w", input_dims=[2], output_dims=[16])``.
+    """
+    if isinstance(init, np.ndarray | list | tuple) and output_dims is None and \
+            input_dims is None and batch_dims is None:
+        arr, nb, no, ni = literal_array(init)
+        d = arr.shape
+        batch_dims, output_dims, input_dims = d[:nb], d[nb:nb + no], d[nb + no:]
+        init = arr
+    shape = Shape.make(name, batch_dims=batch_dims, output_dims=output_dims,
+                       input_dims=input_dims, is_param=True)
+    t = Tensor(name, shape, Init.PARAM, diff=True)
+    t.init_value = init
+    return t
+
+
+def term(name: str, *, output_dims: DimsArg = None, input_dims: DimsArg = None,
+         batch_dims: DimsArg = None) -> Tensor:
+    """A non-differentiable placeholder whose value the caller sets (``ctx.set``)."""
+    shape = Shape.make(name, batch_dims=batch_dims, output_dims=output_dims,
+                       input_dims=input_dims, is_terminal=True)
+    return Tensor(name, shape, Init.CONST)
+
+
+_SLOT_SUFFIXES = {"lhs": 0, "rhs1": 1, "rhs2": 2, "rhs3": 3}
+
+
+def node(name: str, scope: str = "", *, slot: str | None = None, output_dims: DimsArg = None,
+         input_dims: DimsArg = None, batch_dims: DimsArg = None) -> Tensor:
+    """A persistent non-differentiable node declared inline in @cd code (`{x}[...] = ...`);
+    zeros until written. With `slot` ("lhs", "rhs1", ...) it takes that slot's shape in the
+    operation whose projections are in context."""
+    shape = Shape.make(name, batch_dims=batch_dims, output_dims=output_dims,
+                       input_dims=input_dims)
+    t = Tensor(name, shape, Init.NODE)
+    if slot is not None:
+        rec = current_record.get()
+        if slot not in _SLOT_SUFFIXES or rec is None:
+            raise ShapeError(f"'{name}': slot '{slot}' needs an operation in context", user_span())
+        k = _SLOT_SUFFIXES[slot]
+        other = [rec.result, *rec.operands][k]
+        o = Origin(f"slot {slot} of {rec.name}", (shape, other.shape), user_span())
+        shape.solver.add([RowEq(shape.raw_rows()[i], other.shape.raw_rows()[i], o)
+                          for i in range(3)])
+        t.slot = k
+    return t
+
+
+def range_(n: int, *, label: str | None = None) -> Tensor:
+    """The vector 0, 1, ..., n-1 (computed by its own forward code)."""
+    shape = Shape.make(label or "range", batch_dims=(), output_dims=(n,), input_dims=(),
+                       is_terminal=True)
+    t = Tensor(label or "range", shape, Init.COMPUTED)
+    t._fwd = Code((FetchItem(NodeRef(t, "value"), RangeOverOffsets()),))
+    return t

@@ -1,0 +1,36 @@
+"""Python operators on tensors and node references: `+ - * / ** @`, unary minus and
+ordering comparisons, each building the corresponding operation (`tensor.ops`).
+
+Input: Tensor / NodeRef operands and numbers. Output: Tensors.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import ops
+from .code import NodeRef
+from .tensor import Tensor
+
+
+def _install(cls: type) -> None:
+    def binary(f: Any, swap: bool = False) -> Any:
+        return (lambda self, other: f(other, self)) if swap else (lambda self, other: f(self, other))
+
+    table = {
+        "__add__": binary(ops.add), "__radd__": binary(ops.add, True),
+        "__sub__": binary(ops.sub), "__rsub__": binary(ops.sub, True),
+        "__mul__": binary(ops.mul), "__rmul__": binary(ops.mul, True),
+        "__truediv__": binary(ops.div), "__rtruediv__": binary(ops.div, True),
+        "__pow__": binary(ops.pow_), "__rpow__": binary(ops.pow_, True),
+        "__matmul__": binary(ops.matmul), "__rmatmul__": binary(ops.matmul, True),
+        "__lt__": binary(ops.lt), "__le__": binary(ops.le),
+        "__gt__": binary(ops.lt, True), "__ge__": binary(ops.le, True),
+        "__neg__": lambda self: ops.neg(self),
+    }
+    for name, fn in table.items():
+        setattr(cls, name, fn)
+
+
+_install(Tensor)
+_install(NodeRef)

@@ -1,0 +1,12 @@
+/* ocannl_ast routine bcast (float32) */
+#include <math.h>
+#include <stdint.h>
+
+int bcast(float* restrict y, float* restrict x, float* restrict s) {
+  for (int64_t i0 = 0; i0 < 3; ++i0) {
+    for (int64_t i1 = 0; i1 < 5; ++i1) {
+      y[5*i0 + i1] = x[5*i0 + i1] + (s[0] + 0.5f);
+    }
+  }
+  return 0;
+}

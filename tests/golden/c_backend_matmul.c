@@ -1,0 +1,15 @@
+/* ocannl_ast routine matmul (float32) */
+#include <math.h>
+#include <stdint.h>
+
+int matmul(float* restrict c, float* restrict a, float* restrict b) {
+  for (int64_t ocannl_k = 0; ocannl_k < 8; ++ocannl_k) c[ocannl_k] = 0.0f;
+  for (int64_t i0 = 0; i0 < 2; ++i0) {
+    for (int64_t i1 = 0; i1 < 4; ++i1) {
+      for (int64_t i2 = 0; i2 < 3; ++i2) {
+        c[4*i0 + i1] = c[4*i0 + i1] + (a[3*i0 + i2] * b[4*i2 + i1]);
+      }
+    }
+  }
+  return 0;
+}
