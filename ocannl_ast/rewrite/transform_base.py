@@ -1,0 +1,166 @@
+"""Shared machinery of the @op and @cd transformers: scopes, declarations, hoisting, lines.
+
+Input: the original CST of the decorated `def` (visited as part of its module). Output: the
+transformed `def` (decorators stripped, declarations hoisted after the docstring) and, for
+every emitted statement, the user's line range it stands for (used by `codegen`).
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+import libcst.matchers as m
+
+from ocannl_ast.rewrite import literals
+from ocannl_ast.rewrite.bindings import body_bindings, param_names, scope_bindings
+from ocannl_ast.rewrite.declarations import (
+    Declaration,
+    check_hoistable,
+    hoisted_statement,
+    parse_declaration,
+)
+from ocannl_ast.rewrite.named_index import REDUCERS
+from ocannl_ast.rewrite.source import Locator, ParsedFunction
+
+_ARITHMETIC = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide, cst.Power, cst.MatrixMultiply)
+_DOCSTRING = m.SimpleStatementLine(body=[m.Expr(m.SimpleString() | m.ConcatenatedString())])
+_NAMED_REDUCER = m.Call(func=m.Subscript(value=m.OneOf(*(m.Name(r) for r in REDUCERS))))
+
+#: Line records: id(emitted statement) -> (statement, first user line, last user line).
+LineTable = dict[int, tuple[cst.CSTNode, int, int]]
+
+
+class DialectTransformer(cst.CSTTransformer):
+    """Base of OpTransformer and CdTransformer; subclasses set `kind` and the hooks."""
+
+    kind = ""
+
+    def __init__(self, parsed: ParsedFunction, loc: Locator, qualname: str) -> None:
+        super().__init__()
+        self.loc = loc
+        self.qualname = qualname
+        self.root = parsed.funcdef
+        self.params = set(param_names(self.root.params))
+        self.bound = body_bindings(self.root, self.kind)
+        self.decls: list[Declaration] = []
+        self.scopes: list[set[str]] = []
+        self.lines: LineTable = {}
+        self.named_rhs: set[int] = set()  # ids of original RHS nodes of named-index statements
+
+    # -- bookkeeping -------------------------------------------------------------------
+    def record(self, node: cst.CSTNode, first: int, last: int) -> None:
+        """Remember which user lines an emitted statement stands for."""
+        self.lines[id(node)] = (node, first, last)
+
+    def on_leave(
+        self, original_node: cst.CSTNode, updated_node: cst.CSTNode
+    ) -> cst.CSTNode | cst.RemovalSentinel | cst.FlattenSentinel[cst.CSTNode]:
+        result = super().on_leave(original_node, updated_node)
+        stmt = (cst.SimpleStatementLine, cst.BaseCompoundStatement)
+        if isinstance(original_node, stmt) and isinstance(result, cst.CSTNode):
+            if original_node in self.loc.positions:
+                self.record(result, *self.loc.lines(original_node))
+        return result
+
+    @property
+    def at_top(self) -> bool:
+        """True inside the decorated function itself (not in a nested def)."""
+        return len(self.scopes) == 1
+
+    def values(self) -> set[str]:
+        """Names bound by the enclosing functions: Python values in named-index subscripts."""
+        return set().union(*self.scopes)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        self.scopes.append(scope_bindings(node, self.kind))
+        return True
+
+    def visit_Decorator(self, node: cst.Decorator) -> bool:
+        return len(self.scopes) > 1  # the decorated def's own decorators are stripped
+
+    def visit_Parameters(self, node: cst.Parameters) -> bool:
+        return node is not self.root.params  # defaults are evaluated once, as written
+
+    # -- declarations ------------------------------------------------------------------
+    def declare(self, original: cst.Set, updated: cst.Set) -> cst.Name:
+        """Register an inline declaration; the display becomes its name."""
+        decl = parse_declaration(original, updated, self.kind, self.loc)
+        for prior in self.decls:
+            if prior.name == decl.name:
+                line = self.loc.lines(prior.origin)[0]
+                raise self.loc.error(
+                    original, f"`{decl.name}` is declared twice (first declaration: line {line})"
+                )
+        self.decls.append(decl)
+        return cst.Name(decl.name, lpar=updated.lpar, rpar=updated.rpar)
+
+    # -- tensor positions --------------------------------------------------------------
+    def leave_BinaryOperation(
+        self, original_node: cst.BinaryOperation, updated_node: cst.BinaryOperation
+    ) -> cst.BaseExpression:
+        if not isinstance(updated_node.operator, _ARITHMETIC):
+            return updated_node
+        return updated_node.with_changes(
+            left=literals.tensor_operand(updated_node.left),
+            right=literals.tensor_operand(updated_node.right),
+        )
+
+    def leave_UnaryOperation(
+        self, original_node: cst.UnaryOperation, updated_node: cst.UnaryOperation
+    ) -> cst.BaseExpression:
+        if not isinstance(updated_node.operator, (cst.Minus, cst.Plus)):
+            return updated_node
+        return updated_node.with_changes(
+            expression=literals.tensor_operand(updated_node.expression)
+        )
+
+    def check_named_reducer(self, original: cst.Call) -> None:
+        """`sum[j](...)` only as the whole right side of a named-index assignment."""
+        if m.matches(original, _NAMED_REDUCER) and id(original) not in self.named_rhs:
+            raise self.loc.error(
+                original,
+                "a named reduction like sum[j](...) must be the whole right side of a "
+                "named-index assignment: y[i] = sum[j](x[i, j])",
+            )
+
+    # -- the decorated function --------------------------------------------------------
+    def leave_FunctionDef(
+        self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef
+    ) -> cst.FunctionDef:
+        self.scopes.pop()
+        if self.scopes:
+            return updated_node
+        check_hoistable(self.decls, self.params, self.bound, self.qualname, self.loc)
+        first, last = self.loc.lines(original_node)
+        body = self._body_statements(updated_node.body, first)
+        head = body[:1] if body and m.matches(body[0], _DOCSTRING) else []
+        hoisted: list[cst.BaseStatement] = []
+        for decl in self.decls:
+            stmt = hoisted_statement(decl, self.qualname)
+            self.record(stmt, *self.loc.lines(decl.origin))
+            hoisted.append(stmt)
+        middle = self.prologue(first) + body[len(head) :]
+        new_body = [*head, *hoisted, *middle, *self.epilogue(last)]
+        block = updated_node.body
+        indent = block.indent if isinstance(block, cst.IndentedBlock) else None
+        return updated_node.with_changes(
+            body=cst.IndentedBlock(body=new_body, indent=indent),
+            decorators=(),
+            leading_lines=(),
+            lines_after_decorators=(),
+        )
+
+    def _body_statements(self, suite: cst.BaseSuite, line: int) -> list[cst.BaseStatement]:
+        if isinstance(suite, cst.IndentedBlock):
+            return list(suite.body)
+        small = cst.ensure_type(suite, cst.SimpleStatementSuite)
+        stmt = cst.SimpleStatementLine(body=small.body)
+        self.record(stmt, line, line)
+        return [stmt]
+
+    def prologue(self, line: int) -> list[cst.BaseStatement]:
+        """Statements placed after the hoisted declarations (none for @op)."""
+        return []
+
+    def epilogue(self, line: int) -> list[cst.BaseStatement]:
+        """Statements appended to the body (none for @op)."""
+        return []
