@@ -507,6 +507,8 @@ class CompiledRoutine:
     """A loaded C routine. Call it with one C-contiguous array per buffer, then static ints.
 
     Example: ``compile_c(prog)([c, a, b])`` runs ``prog`` on NumPy arrays in place.
+    A call with the very arrays of the previous call skips re-validation (the routine keeps
+    them referenced until called with other arrays).
     """
 
     __slots__ = (

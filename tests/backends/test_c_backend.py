@@ -166,7 +166,7 @@ def test_where_relu_exp_expression(build, p: Precision) -> None:
     xi = Get(x, ix(I))
     positive = Binary(BinOp.LT, Const(0.0), xi)
     doubled_relu = mul(Unary(UnOp.RELU, xi), Const(2.0))
-    value = Ternary(TernOp.WHERE, positive, Unary(UnOp.EXP, xi), doubled_relu)
+    value: Expr = Ternary(TernOp.WHERE, positive, Unary(UnOp.EXP, xi), doubled_relu)
     value = add(value, Binary(BinOp.RELU_GATE, xi, Const(10.0)))
     prog = LoopProgram("wre", (y, x), (), ForLoop(I, 7, SetCell(y, ix(I), value)), p)
     dt = DTYPE[p]
@@ -174,6 +174,10 @@ def test_where_relu_exp_expression(build, p: Precision) -> None:
     build(prog)([ys, xs])
     expected = np.where(xs > 0, np.exp(xs), np.maximum(xs, 0) * 2) + np.where(xs > 0, 10, 0)
     np.testing.assert_allclose(ys, expected.astype(dt), rtol=1e-6 if p is F32 else 1e-15)
+
+
+def _np_where(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    return np.where(a != 0, b, c)
 
 
 def _np_ops() -> dict[UnOp | BinOp | TernOp, Callable[..., np.ndarray]]:
@@ -191,7 +195,7 @@ def _np_ops() -> dict[UnOp | BinOp | TernOp, Callable[..., np.ndarray]]:
         BinOp.EQ: as_float(np.equal), BinOp.NE: as_float(np.not_equal),
         BinOp.ARG1: lambda a, b: a, BinOp.ARG2: lambda a, b: b,
         BinOp.RELU_GATE: lambda a, b: np.where(a > 0, b, 0).astype(a.dtype),
-        TernOp.WHERE: lambda a, b, c: np.where(a != 0, b, c), TernOp.FMA: lambda a, b, c: a * b + c,
+        TernOp.WHERE: _np_where, TernOp.FMA: lambda a, b, c: a * b + c,
     }
 
 
@@ -355,6 +359,18 @@ def test_wrong_arrays_raise(build) -> None:
     bcast, y, s = build(broadcast_add()), np.ones((3, 5), np.float32), np.ones((), np.float32)
     with pytest.raises(BackendError, match="written buffer 'y' aliases another"):
         bcast([y, y, s])
+
+
+def test_repeated_calls_reuse_pointers_safely(build) -> None:
+    routine = build(row_sum())
+    r, x = np.empty(4, np.float32), np.ones((4, 6), np.float32)
+    routine([r, x])
+    x[:] = 2.0  # same arrays, new contents: the reused pointers see them
+    routine([r, x])
+    np.testing.assert_array_equal(r, np.full(4, 12.0, np.float32))
+    x.resize((4, 7), refcheck=False)  # the data may move: the call must re-validate
+    with pytest.raises(BackendError, match="24 elements"):
+        routine([r, x])
 
 
 # ---- compiling and the cache ---------------------------------------------------------
