@@ -73,7 +73,7 @@ def render(code: Any, *, backend: str = "c", precision: str = "float32") -> str:
     """The C (or CUDA) source that compiling `code` would build; needs no GPU."""
     from .backends import get_backend
 
-    prog, _, _ = Context("c", precision=precision).lower_code(code)
+    prog, _, _ = Context("c", precision=precision).lower_code(code, name="routine")
     return get_backend(backend).render(prog)
 
 

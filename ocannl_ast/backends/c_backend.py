@@ -131,6 +131,7 @@ _MATH_MACROS = (
 )
 #: Names a buffer, routine or local may not take in C (prefixed instead).
 _RESERVED = _C_KEYWORDS | {m + s for m in _MATH_BASES for s in ("", "f", "l")} | set(_MATH_MACROS)
+_ASCII_WORD = re.compile(r"[^A-Za-z0-9_]")
 _GENERATED = re.compile(r"^(i\d+|[sbl]_.*|ocannl_.*|_.*|.*_t|[A-Z0-9_]+)$")
 
 
@@ -139,7 +140,7 @@ def c_ident(name: str, prefix: str = "b_") -> str:
 
     Example: ``c_ident("w.grad") == "w_grad"``, ``c_ident("exp") == "b_exp"``.
     """
-    ident = re.sub(r"[^A-Za-z0-9_]", "_", name) or "_"
+    ident = _ASCII_WORD.sub("_", name) or "_"
     if ident[0].isdigit() or ident in _RESERVED or _GENERATED.match(ident):
         ident = prefix + ident
     return ident
@@ -202,7 +203,7 @@ class _CRenderer:
         for buf in self.prog.buffers:
             self.buffers[buf] = _unique(c_ident(buf.name), taken)
         for sym in self.prog.static_args:
-            self.symbols[sym] = _unique("s_" + re.sub(r"\W", "_", sym.name), taken)
+            self.symbols[sym] = _unique("s_" + _ASCII_WORD.sub("_", sym.name), taken)
 
     def sym(self, sym: Symbol) -> str:
         if sym not in self.symbols:
@@ -211,7 +212,9 @@ class _CRenderer:
 
     def local(self, name: str) -> str:
         if name not in self.locals:
-            self.locals[name] = _unique(c_ident(name, "l_"), set(self.locals.values()))
+            # Always prefixed: a local must not shadow a buffer parameter of the same name.
+            taken = set(self.locals.values())
+            self.locals[name] = _unique("l_" + _ASCII_WORD.sub("_", name), taken)
         return self.locals[name]
 
     def affine(self, terms: dict[Symbol, int], offset: int) -> str:

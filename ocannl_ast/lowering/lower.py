@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Iterator
 from typing import assert_never
 
 from .assignments import (
@@ -63,7 +64,6 @@ NEUTRAL: dict[BinOp, float] = {
 PLAIN_WRITE_OK = frozenset({BinOp.ADD, BinOp.MUL, BinOp.MAX, BinOp.MIN, BinOp.ARG2})
 
 _sym_ids = itertools.count(1_000_000)
-_local_ids = itertools.count(1)
 
 
 def lower(code: Asgn, name: str, *, static_args: tuple[Symbol, ...] = (),
@@ -71,11 +71,19 @@ def lower(code: Asgn, name: str, *, static_args: tuple[Symbol, ...] = (),
     """Lower assignments into one routine. Example: ``lower(seq(...), "step")``."""
     buffers: dict[int, Buffer] = {}
     body = _lower(code, buffers)
+    body = _number_locals(body, itertools.count(1))
     return LoopProgram(name, tuple(buffers.values()), static_args, body, precision)
 
 
 def _use(buf: Buffer, buffers: dict[int, Buffer]) -> Buffer:
-    known = buffers.setdefault(buf.id, buf)
+    """Register a buffer; names are made unique in order of first use (deterministic)."""
+    known = buffers.get(buf.id)
+    if known is None:
+        taken = {b.name for b in buffers.values()}
+        name, k = buf.name, 1
+        while name in taken:
+            name, k = f"{buf.name}_{k}", k + 1
+        known = buffers[buf.id] = Buffer(buf.id, name, buf.dims)
     if known.dims != buf.dims:
         raise ValueError(f"buffer {buf.name} used with dims {buf.dims} and {known.dims}")
     return known
@@ -134,11 +142,14 @@ def _lower_accum(a: Accum, buffers: dict[int, Buffer]) -> Stmt:
     if a.accum == BinOp.ARG2:
         body: Stmt = SetCell(lhs, p.lhs, val)
         return _nest(outer + inner, body)
-    if a.initialize_neutral and not (injective and surjective):
+    local = bool(inner) and _outer_injective(p.lhs, {s for s, _ in outer})
+    # With a local accumulator every written cell is written once: only unwritten cells
+    # (non-surjective map) need the neutral element.
+    if a.initialize_neutral and not (surjective and (injective or local)):
         stmts.append(Fill(lhs, NEUTRAL[a.accum]))
     if a.initialize_neutral and injective and a.accum in PLAIN_WRITE_OK:
         stmts.append(_nest(outer, SetCell(lhs, p.lhs, val)))
-    elif inner and _outer_injective(p.lhs, {s for s, _ in outer}):
+    elif local:
         stmts.append(_nest(outer, _local_reduction(a, lhs, p.lhs, val, inner)))
     else:
         stmts.append(_nest(outer + inner, SetCell(lhs, p.lhs,
@@ -161,7 +172,7 @@ def _outer_injective(index: tuple[IndexExpr, ...], outer: set[Symbol]) -> bool:
 def _local_reduction(a: Accum, lhs: Buffer, index: tuple[IndexExpr, ...], val: Expr,
                      inner: list[tuple[Symbol, int]]) -> Stmt:
     """Accumulate the reduction axes in a scalar local, then write the cell once."""
-    acc = f"acc{next(_local_ids)}"
+    acc = "acc"  # numbered per program by _number_locals
     if a.initialize_neutral and a.accum in PLAIN_WRITE_OK:
         init: Expr = Const(NEUTRAL[a.accum])
     else:
@@ -275,3 +286,47 @@ def _free(s: Stmt, bound: frozenset[Symbol], out: set[Symbol]) -> None:
         case _:
             # Comment nodes carry no symbols
             pass
+
+
+def _number_locals(s: Stmt, ids: Iterator[int]) -> Stmt:
+    """Give each local reduction accumulator a distinct name, in program order."""
+    match s:
+        case LSeq(stmts=stmts) if stmts and isinstance(stmts[0], DeclLocal):
+            name = f"acc{next(ids)}"
+            return LSeq(tuple(_rename_local(x, stmts[0].name, name) for x in stmts))
+        case LSeq(stmts=stmts):
+            return LSeq(tuple(_number_locals(x, ids) for x in stmts))
+        case ForLoop(symbol=sym, extent=n, body=body):
+            return ForLoop(sym, n, _number_locals(body, ids))
+        case _:
+            return s
+
+
+def _rename_local(s: Stmt, old: str, new: str) -> Stmt:
+    match s:
+        case DeclLocal(name=n, init=e) if n == old:
+            return DeclLocal(new, e)
+        case SetLocal(name=n, value=e) if n == old:
+            return SetLocal(new, _rename_expr(e, old, new))
+        case SetCell(buffer=b, index=ix, value=e):
+            return SetCell(b, ix, _rename_expr(e, old, new))
+        case ForLoop(symbol=sym, extent=n, body=body):
+            return ForLoop(sym, n, _rename_local(body, old, new))
+        case LSeq(stmts=stmts):
+            return LSeq(tuple(_rename_local(x, old, new) for x in stmts))
+        case _:
+            return s
+
+
+def _rename_expr(e: Expr, old: str, new: str) -> Expr:
+    match e:
+        case GetLocal(name=n) if n == old:
+            return GetLocal(new)
+        case Unary(op=op, arg=a):
+            return Unary(op, _rename_expr(a, old, new))
+        case Binary(op=op, lhs=a, rhs=b):
+            return Binary(op, _rename_expr(a, old, new), _rename_expr(b, old, new))
+        case Ternary(op=op, a=a, b=b, c=c):
+            return Ternary(op, *(_rename_expr(x, old, new) for x in (a, b, c)))
+        case _:
+            return e

@@ -155,7 +155,7 @@ class CdTransformer(DialectTransformer):
     ) -> cst.BaseSmallStatement:
         op = cd_rhs.AUG_ACCUM.get(type(original_node.operator))
         if op is None:
-            sym = original_node.operator._get_token()  # noqa: SLF001 - libcst has no public accessor
+            sym = cst.Module([]).code_for_node(original_node.operator).strip()
             raise self.loc.error(
                 original_node,
                 f"`{sym}` has no accumulation in @cd (use +=, -=, *=, /=, **=); "
@@ -298,7 +298,6 @@ class CdTransformer(DialectTransformer):
         if not isinstance(target, (cst.Name, cst.Set)) and not _node_attr(target):
             raise self.loc.error(target, "the target of accum is a tensor name, p.grad, p.value or {x}")
         kw = Keywords()
-        cd_rhs.peel_reducer(orig, upd, kw, self.loc) if False else None
         upd_pos = [a for a in upd.args if a.keyword is None]
         for a, u in zip(orig.args, upd.args, strict=True):
             if a.keyword is not None:

@@ -96,8 +96,8 @@ class Tensor:
             return self.alias_of.tensor.buffer(self.alias_of.kind if kind == "value" else kind)
         if kind == "grad" and not self.diff:
             raise OcannlError(f"tensor '{self.label}' is not differentiable: it has no grad")
-        return Buffer(2 * self.id + (kind == "grad"), f"{_ident(self.label)}_{self.id}"
-                      + ("_grad" if kind == "grad" else ""), self.dims())
+        return Buffer(2 * self.id + (kind == "grad"),
+                      _ident(self.label) + ("_grad" if kind == "grad" else ""), self.dims())
 
     @property
     def value(self) -> NodeRef:

@@ -319,8 +319,9 @@ def test_threefry_uniform_bit_identical_to_numpy(build, p: Precision) -> None:
 
 def test_unsafe_names_are_renamed(build) -> None:
     e, g, k = Buffer(1, "exp", (2,)), Buffer(2, "w.grad", (2,)), Buffer(3, "i0", (2,))
-    value = Unary(UnOp.EXP, add(Get(g, ix(I)), Get(k, ix(I))))
-    prog = LoopProgram("exp", (e, g, k), (), ForLoop(I, 2, SetCell(e, ix(I), value)))
+    value = Unary(UnOp.EXP, add(Get(g, ix(I)), GetLocal("i0")))  # a local named like a buffer
+    body = Seq((DeclLocal("i0", Get(k, ix(I))), SetCell(e, ix(I), value)))
+    prog = LoopProgram("exp", (e, g, k), (), ForLoop(I, 2, body))
     src = render_c(prog)
     params = "float* restrict b_exp, float* restrict w_grad, float* restrict b_i0"
     assert f"int ocannl_exp({params})" in src

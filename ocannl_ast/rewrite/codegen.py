@@ -1,0 +1,133 @@
+"""Codegen stage: compile a transformed `def` so that it reports the user's own lines.
+
+Input: the transformed FunctionDef, the line range each emitted statement stands for, and
+the original function's free variables. Output: the code object of the new function, with
+the original file name; every AST position is mapped back onto the user's lines (columns
+kept where the line is unchanged, the whole line otherwise).
+"""
+
+from __future__ import annotations
+
+import __future__
+
+import ast
+import types
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import libcst as cst
+from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
+
+from ocannl_ast.rewrite.source import ParsedFunction
+from ocannl_ast.rewrite.transform_base import LineTable
+
+FACTORY = "__oc_factory__"
+FUTURE_FLAGS = 0
+for _feature in __future__.all_feature_names:
+    FUTURE_FLAGS |= getattr(__future__, _feature).compiler_flag
+
+
+@dataclass(frozen=True, slots=True)
+class Rewritten:
+    """A transformed function ready to compile."""
+
+    parsed: ParsedFunction  #: the original parse (file, lines, indentation)
+    funcdef: cst.FunctionDef  #: the transformed def (decorators stripped)
+    lines: LineTable  #: emitted statement -> user line range
+
+
+def render_module(rw: Rewritten, freevars: tuple[str, ...]) -> cst.Module:
+    """The module to compile: the def, inside a factory taking the free variables if nested.
+
+    The factory keeps the def's original indentation, so unchanged lines render identically
+    to the user's file, and makes the free variables closure cells of the inner function.
+    """
+    parsed = rw.parsed
+    body: cst.BaseStatement = rw.funcdef
+    if parsed.indent or freevars:
+        params = cst.Parameters(params=[cst.Param(cst.Name(v)) for v in freevars])
+        block = cst.IndentedBlock(body=[rw.funcdef], indent=parsed.indent or "    ")
+        body = cst.FunctionDef(name=cst.Name(FACTORY), params=params, body=block)
+    return cst.Module(
+        body=[body],
+        default_indent=parsed.module.default_indent,
+        default_newline=parsed.module.default_newline,
+    )
+
+
+def line_map(
+    rw: Rewritten, positions: Mapping[cst.CSTNode, CodeRange], n_lines: int
+) -> list[int]:
+    """User line for each rendered line (index = rendered line number; index 0 unused)."""
+    default = rw.lines.get(id(rw.funcdef), (rw.funcdef, rw.parsed.source.first_line, 0))[1]
+    out = [default] * (n_lines + 2)
+    entries = []
+    for node, first, last in rw.lines.values():
+        rng = positions.get(node)
+        if rng is not None:
+            entries.append((rng.end.line - rng.start.line, rng.start.line, rng.end.line, first, last))
+    for _, start, end, first, last in sorted(entries, reverse=True):  # outer first
+        for r in range(start, end + 1):
+            out[r] = min(first + (r - start), max(last, first))
+    return out
+
+
+class _Positions:
+    """Moves AST positions from rendered lines to the user's lines."""
+
+    def __init__(self, rendered: list[str], user: Mapping[int, str], lines: list[int]) -> None:
+        self.rendered = rendered
+        self.user = user
+        self.lines = lines
+
+    def _same(self, r: int, u: int) -> bool:
+        return 0 < r <= len(self.rendered) and self.rendered[r - 1] == self.user.get(u)
+
+    def fix(self, node: ast.AST) -> None:
+        r0 = getattr(node, "lineno", None)
+        if r0 is None:
+            return
+        r1 = getattr(node, "end_lineno", None) or r0
+        u0, u1 = self.lines[r0], self.lines[r1]
+        u1 = max(u0, u1)
+        text0, text1 = self.user.get(u0, ""), self.user.get(u1, "")
+        if not self._same(r0, u0):
+            node.col_offset = len(text0.encode()) - len(text0.lstrip().encode())  # type: ignore[attr-defined]
+        if getattr(node, "end_col_offset", None) is not None and not self._same(r1, u1):
+            node.end_col_offset = len(text1.rstrip().encode())  # type: ignore[attr-defined]
+        node.lineno, node.end_lineno = u0, u1  # type: ignore[attr-defined]
+        end_col = getattr(node, "end_col_offset", None)
+        if u0 == u1 and end_col is not None and end_col < node.col_offset:  # type: ignore[attr-defined]
+            node.end_col_offset = node.col_offset  # type: ignore[attr-defined]
+
+
+def _find_code(code: types.CodeType, name: str) -> types.CodeType | None:
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            if const.co_name == name:
+                return const
+            if const.co_name == FACTORY:
+                return _find_code(const, name)
+    return None
+
+
+def compile_function(
+    rw: Rewritten, freevars: tuple[str, ...], flags: int = 0
+) -> types.CodeType:
+    """The code object of the transformed function, positioned on the user's lines."""
+    module = render_module(rw, freevars)
+    text = module.code
+    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    rendered = text.split("\n")
+    lines = line_map(rw, positions, len(rendered))
+    src = rw.parsed.source
+    user = {src.first_line + k: line for k, line in enumerate(src.text.split("\n"))}
+    tree = ast.parse(text, src.filename)
+    fixer = _Positions(rendered, user, lines)
+    for node in ast.walk(tree):
+        fixer.fix(node)
+    code = compile(tree, src.filename, "exec", flags=flags & FUTURE_FLAGS, dont_inherit=True)
+    found = _find_code(code, rw.funcdef.name.value)
+    if found is None:
+        raise RuntimeError(f"compiled module holds no function {rw.funcdef.name.value}")
+    return found

@@ -1,0 +1,176 @@
+"""Decorator entry points: `make_decorator("op" | "cd", builders)` and `rewrite_source`.
+
+Input: a user function (or source text). Output: a new function compiled from the rewritten
+source (cached per function), running with `__oc__` bound to the builder namespace; or the
+rewritten source text. This is the single place where unexpected internal exceptions become
+a located DslSyntaxError (`OCANNL_AST_DEBUG=1` re-raises them raw).
+"""
+
+from __future__ import annotations
+
+import builtins
+import functools
+import importlib
+import os
+import types
+from collections.abc import Callable
+from typing import Any, Literal, TypeVar
+
+import libcst as cst
+
+from ocannl_ast.errors import DslSyntaxError
+from ocannl_ast.rewrite.cd_transform import CdTransformer
+from ocannl_ast.rewrite.codegen import Rewritten, compile_function
+from ocannl_ast.rewrite.contract import OC
+from ocannl_ast.rewrite.op_transform import OpTransformer
+from ocannl_ast.rewrite.source import (
+    FunctionSource,
+    Locator,
+    ParsedFunction,
+    check_function,
+    parse_function,
+    read_source,
+    unreadable,
+)
+from ocannl_ast.rewrite.whitelist import check_syntax
+
+F = TypeVar("F", bound=Callable[..., Any])
+Kind = Literal["op", "cd"]
+_TRANSFORMERS = {"op": OpTransformer, "cd": CdTransformer}
+_CACHE: dict[tuple[str, str, str, types.CodeType], types.CodeType] = {}
+
+
+def rewrite_parsed(parsed: ParsedFunction, kind: str, qualname: str) -> Rewritten:
+    """Check and transform a parsed function (raises DslSyntaxError)."""
+    loc = Locator(parsed)
+    if parsed.funcdef.asynchronous is not None:
+        raise loc.error(parsed.funcdef, f"@{kind} cannot rewrite an async function")
+    check_syntax(parsed.funcdef, kind, loc)
+    transformer = _TRANSFORMERS[kind](parsed, loc, qualname)
+    module = parsed.module.visit(transformer)
+    stmt = module.body[0]
+    if parsed.indent:
+        stmt = cst.ensure_type(cst.ensure_type(stmt, cst.If).body, cst.IndentedBlock).body[0]
+    return Rewritten(parsed, cst.ensure_type(stmt, cst.FunctionDef), transformer.lines)
+
+
+def rewrite_source(
+    src: str, kind: Kind, qualname: str, *, filename: str = "<string>", first_line: int = 1
+) -> str:
+    """The rewritten text of the one decorated `def` in `src` (pure; for golden tests).
+
+    Example: ``rewrite_source("@op\\ndef f(x):\\n    return {w} @ x\\n", "op", "f")`` returns
+    ``'def f(x):\\n    w = __oc__.param("w", "f")\\n    return w @ x\\n'``.
+    """
+    parsed = parse_function(FunctionSource(src, filename, first_line), kind)
+    rewritten = rewrite_parsed(parsed, kind, qualname)
+    module = cst.Module(body=[rewritten.funcdef], default_indent=parsed.module.default_indent)
+    return module.code
+
+
+class LazyBuilders:
+    """A builder namespace imported on first use: `make_decorator("op", LazyBuilders("m"))`.
+
+    Lets a module that itself uses @op/@cd (ocannl_ast.tensor) provide the builders without
+    an import cycle.
+    """
+
+    __slots__ = ("_path", "_target")
+
+    def __init__(self, path: str) -> None:
+        self._path = path
+        self._target: object | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._target is None:
+            self._target = importlib.import_module(self._path)
+        return getattr(self._target, name)
+
+
+class _DialectGlobals(dict[str, Any]):
+    """Globals of a rewritten function: `__oc__` here, every other name read live from the
+    defining module (so names defined after decoration still resolve)."""
+
+    def __init__(self, module_globals: dict[str, Any], namespace: object) -> None:
+        super().__init__(
+            {
+                OC: namespace,
+                "__builtins__": module_globals.get("__builtins__", builtins),
+                "__name__": module_globals.get("__name__"),
+            }
+        )
+        self._module_globals = module_globals
+
+    def __missing__(self, key: str) -> Any:
+        return self._module_globals[key]
+
+
+def _compiled(fn: types.FunctionType, kind: str) -> types.CodeType:
+    code = fn.__code__
+    key = (kind, fn.__qualname__, code.co_filename, code)
+    cached = _CACHE.get(key)
+    if cached is not None:
+        return cached
+    parsed = parse_function(read_source(fn, kind), kind)
+    if parsed.funcdef.name.value != fn.__name__:
+        raise unreadable(fn, f"the source found for {fn.__qualname__} defines another function")
+    rewritten = rewrite_parsed(parsed, kind, fn.__qualname__)
+    new_code = compile_function(rewritten, code.co_freevars, code.co_flags)
+    _CACHE[key] = new_code
+    return new_code
+
+
+def _decorate(fn: object, kind: str, namespace: object) -> types.FunctionType:
+    func = check_function(fn, kind)
+    new_code = _compiled(func, kind)
+    cells = dict(zip(func.__code__.co_freevars, func.__closure__ or (), strict=True))
+    closure = tuple(cells[name] for name in new_code.co_freevars)
+    new_fn = types.FunctionType(
+        new_code, _DialectGlobals(func.__globals__, namespace), func.__name__,
+        func.__defaults__, closure,
+    )
+    new_fn.__kwdefaults__ = dict(func.__kwdefaults__) if func.__kwdefaults__ else None
+    functools.update_wrapper(new_fn, func)
+    return new_fn
+
+
+def make_decorator(kind: Kind, builders: object) -> Callable[[F], F]:
+    """The `@op` or `@cd` decorator whose rewritten bodies call `builders` as `__oc__`.
+
+    Example: ``op = make_decorator("op", ocannl_ast.tensor.dsl)``; a str is a module path
+    imported lazily (see LazyBuilders).
+    """
+    if kind not in _TRANSFORMERS:
+        raise ValueError(f"unknown dialect {kind!r}; expected 'op' or 'cd'")
+    namespace = LazyBuilders(builders) if isinstance(builders, str) else builders
+
+    def decorator(fn: F) -> F:
+        try:
+            return _decorate(fn, kind, namespace)  # type: ignore[return-value]
+        except DslSyntaxError as exc:
+            if os.environ.get("OCANNL_AST_DEBUG") == "1":
+                raise
+            raise exc.with_traceback(None) from None
+        except Exception as exc:
+            if os.environ.get("OCANNL_AST_DEBUG") == "1":
+                raise
+            name = getattr(fn, "__qualname__", repr(fn))
+            raise unreadable(
+                fn,
+                f"internal error while rewriting @{kind} function {name}: "
+                f"{type(exc).__name__}: {exc} (set OCANNL_AST_DEBUG=1 for the raw traceback)",
+            ) from exc
+
+    decorator.__name__ = decorator.__qualname__ = kind
+    decorator.__doc__ = f"Rewrite the body of a function written in the @{kind} dialect."
+    return decorator
+
+
+def clear_cache() -> None:
+    """Forget every compiled rewrite (tests; reloading edited sources)."""
+    _CACHE.clear()
+
+
+def cache_size() -> int:
+    """How many functions have a cached rewrite."""
+    return len(_CACHE)
