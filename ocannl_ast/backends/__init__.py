@@ -12,7 +12,8 @@ from ..lowering.loop_ir import LoopProgram
 
 
 class Backend(Protocol):
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def render(self, prog: LoopProgram) -> str: ...
 

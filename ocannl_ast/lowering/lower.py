@@ -132,7 +132,7 @@ def apply_op(op: UnOp | BinOp | TernOp, args: list[Expr]) -> Expr:
 def _lower_accum(a: Accum, buffers: dict[int, Buffer]) -> Stmt:
     p = a.projections
     lhs = _use(a.lhs, buffers)
-    args = [Get(_use(x, buffers), p.rhs[k]) for k, x in enumerate(a.rhs)]
+    args: list[Expr] = [Get(_use(x, buffers), p.rhs[k]) for k, x in enumerate(a.rhs)]
     val = rhs_expr(a.expr, args)
     reds = set(p.reduction_iterators())
     outer = [(s, n) for s, n in p.product if s not in reds]

@@ -43,9 +43,13 @@ class _Collector(cst.CSTVisitor):
                 self._bind_target(el.value)
         elif isinstance(target, cst.StarredElement):
             self._bind_target(target.value)
-        elif isinstance(target, cst.Subscript) and self.kind == "op":
-            if isinstance(target.value, cst.Name) and not augmented:
-                self._bind(target.value)  # @op `y[i] = ...` defines y
+        elif (
+            isinstance(target, cst.Subscript)
+            and self.kind == "op"
+            and isinstance(target.value, cst.Name)
+            and not augmented
+        ):
+            self._bind(target.value)  # @op `y[i] = ...` defines y
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
         self._bind(node.name)

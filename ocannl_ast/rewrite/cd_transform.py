@@ -63,7 +63,10 @@ class CdTransformer(DialectTransformer):
                 original_node,
                 "a @cd function returns the code it collects: use a bare `return`",
             )
-        return updated_node.with_changes(value=build.call(build.attr(CODE, "result")))
+        return updated_node.with_changes(
+            value=build.call(build.attr(CODE, "result")),
+            whitespace_after_return=cst.SimpleWhitespace(" "),
+        )
 
     # -- marking what the statement-level rewrites will consume ------------------------
     def _mark(self, target: cst.BaseExpression | None, rhs: cst.BaseExpression) -> None:

@@ -7,7 +7,6 @@ kept where the line is unchanged, the whole line otherwise).
 """
 
 from __future__ import annotations
-
 import __future__
 
 import ast
@@ -43,7 +42,7 @@ def render_module(rw: Rewritten, freevars: tuple[str, ...]) -> cst.Module:
     to the user's file, and makes the free variables closure cells of the inner function.
     """
     parsed = rw.parsed
-    body: cst.BaseStatement = rw.funcdef
+    body: cst.FunctionDef = rw.funcdef
     if parsed.indent or freevars:
         params = cst.Parameters(params=[cst.Param(cst.Name(v)) for v in freevars])
         block = cst.IndentedBlock(body=[rw.funcdef], indent=parsed.indent or "    ")

@@ -64,14 +64,17 @@ def _head(el: cst.BaseElement, upd: cst.BaseElement, kind: str, loc: Locator) ->
     value = el.value
     if isinstance(el, cst.Element) and isinstance(value, cst.Name):
         return value.value, []
-    if isinstance(el, cst.Element) and isinstance(value, cst.NamedExpr):
-        if isinstance(value.target, cst.Name):
-            if kind == "cd":
-                raise loc.error(
-                    value, "a @cd declaration takes no initial value; assign it: {x}[...] = e"
-                )
-            init = literals.tensor_operand(cst.ensure_type(upd.value, cst.NamedExpr).value)
-            return value.target.value, [Field("init", init, value.value)]
+    if (
+        isinstance(el, cst.Element)
+        and isinstance(value, cst.NamedExpr)
+        and isinstance(value.target, cst.Name)
+    ):
+        if kind == "cd":
+            raise loc.error(
+                value, "a @cd declaration takes no initial value; assign it: {x}[...] = e"
+            )
+        init = literals.tensor_operand(cst.ensure_type(upd.value, cst.NamedExpr).value)
+        return value.target.value, [Field("init", init, value.value)]
     raise loc.error(
         el.value, "a declaration starts with a name or `name := init`, e.g. {w} or {w := 0.5}"
     )

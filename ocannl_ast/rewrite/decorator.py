@@ -48,7 +48,7 @@ def rewrite_parsed(parsed: ParsedFunction, kind: str, qualname: str) -> Rewritte
     check_syntax(parsed.funcdef, kind, loc)
     transformer = _TRANSFORMERS[kind](parsed, loc, qualname)
     module = parsed.module.visit(transformer)
-    stmt = module.body[0]
+    stmt: cst.CSTNode = module.body[0]
     if parsed.indent:
         stmt = cst.ensure_type(cst.ensure_type(stmt, cst.If).body, cst.IndentedBlock).body[0]
     return Rewritten(parsed, cst.ensure_type(stmt, cst.FunctionDef), transformer.lines)

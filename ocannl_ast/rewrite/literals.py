@@ -49,7 +49,8 @@ class _BatchToBuilder(cst.CSTTransformer):
 
 def literal(node: cst.BaseExpression) -> cst.BaseExpression:
     """`__oc__.literal(<display>)` with inner `batch(...)` calls sent to the builders."""
-    converted = cst.ensure_type(node.visit(_BatchToBuilder()), cst.BaseExpression)
+    converted = node.visit(_BatchToBuilder())
+    assert isinstance(converted, cst.BaseExpression)
     return build.oc_call("literal", [converted])
 
 

@@ -53,11 +53,8 @@ def unreadable(fn: object, why: str) -> DslSyntaxError:
     return DslSyntaxError(why, span)
 
 
-def read_source(fn: object, decorator: str) -> FunctionSource:
-    """The source of `fn`, which must be a plain `def` function readable by inspect.
-
-    Example: ``read_source(f, "op").first_line`` is the line of f's first decorator.
-    """
+def check_function(fn: object, decorator: str) -> types.FunctionType:
+    """`fn` itself when it is a plain `def` function the decorator can rewrite."""
     name = getattr(fn, "__qualname__", repr(fn))
     if not isinstance(fn, types.FunctionType):
         raise unreadable(fn, f"@{decorator} applies to a function defined with def; got {name}")
@@ -67,13 +64,21 @@ def read_source(fn: object, decorator: str) -> FunctionSource:
         raise unreadable(
             fn, f"@{decorator} must be the innermost decorator of {name} (closest to def)"
         )
+    return fn
+
+
+def read_source(fn: types.FunctionType, decorator: str) -> FunctionSource:
+    """The source of a plain function, read with inspect (decorators included).
+
+    Example: ``read_source(f, "op").first_line`` is the line of f's first decorator.
+    """
     try:
         lines, first = inspect.getsourcelines(fn)
     except (OSError, TypeError) as exc:
         raise unreadable(
             fn,
-            f"@{decorator} cannot read the source of {name} ({exc}); functions created by "
-            "exec/eval or typed at an interactive prompt cannot be rewritten",
+            f"@{decorator} cannot read the source of {fn.__qualname__} ({exc}); functions "
+            "created by exec/eval or typed at an interactive prompt cannot be rewritten",
         ) from None
     return FunctionSource("".join(lines), fn.__code__.co_filename, max(first, 1))
 

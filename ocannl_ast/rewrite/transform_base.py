@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import libcst as cst
 import libcst.matchers as m
+from libcst._types import CSTNodeT
 
 from ocannl_ast.rewrite import literals
 from ocannl_ast.rewrite.bindings import body_bindings, param_names, scope_bindings
@@ -52,13 +53,16 @@ class DialectTransformer(cst.CSTTransformer):
         self.lines[id(node)] = (node, first, last)
 
     def on_leave(
-        self, original_node: cst.CSTNode, updated_node: cst.CSTNode
-    ) -> cst.CSTNode | cst.RemovalSentinel | cst.FlattenSentinel[cst.CSTNode]:
+        self, original_node: CSTNodeT, updated_node: CSTNodeT
+    ) -> CSTNodeT | cst.RemovalSentinel | cst.FlattenSentinel[CSTNodeT]:
         result = super().on_leave(original_node, updated_node)
         stmt = (cst.SimpleStatementLine, cst.BaseCompoundStatement)
-        if isinstance(original_node, stmt) and isinstance(result, cst.CSTNode):
-            if original_node in self.loc.positions:
-                self.record(result, *self.loc.lines(original_node))
+        if (
+            isinstance(original_node, stmt)
+            and isinstance(result, cst.CSTNode)
+            and original_node in self.loc.positions
+        ):
+            self.record(result, *self.loc.lines(original_node))
         return result
 
     @property

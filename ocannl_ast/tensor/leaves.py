@@ -17,7 +17,7 @@ from ..infer.constraints import Origin, RowEq
 from ..infer.shape import DimsArg, Shape
 from ..lowering.assignments import RangeOverOffsets
 from .code import Code, FetchItem, NodeRef
-from .tensor import Init, Tensor, current_record
+from .tensor import Init, Tensor, current_record, no_grad
 
 
 class BatchList(list):  # type: ignore[type-arg]
@@ -117,6 +117,11 @@ def param(name: str, *, output_dims: DimsArg = None, input_dims: DimsArg = None,
                        input_dims=input_dims, is_param=True)
     t = Tensor(name, shape, Init.PARAM, diff=True)
     t.init_value = init
+    if isinstance(init, Tensor):
+        from .builders import accum
+
+        with no_grad():  # the init expression is computed once, by the init routine
+            t.init_code = init.forward_all() + accum(t.value, "=:", init)
     return t
 
 

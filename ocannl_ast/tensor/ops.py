@@ -330,7 +330,7 @@ def unary_op(op_asn: Asn, grad_asn: Asn | None, *, logic: str = ".",
     from ..infer.logic import logic_of_string
 
     lg = logic_of_string(logic)
-    nm = name or getattr(op_asn, "__name__", "unary_op")
+    nm: str = name or str(getattr(op_asn, "__name__", "unary_op"))
     return lambda x: _op(nm, lg, op_asn, grad_asn, x)
 
 
@@ -340,5 +340,5 @@ def binary_op(op_asn: Asn, grad_asn: Asn | None, *, logic: str = ".",
     from ..infer.logic import logic_of_string
 
     lg = logic_of_string(logic)
-    nm = name or getattr(op_asn, "__name__", "binary_op")
+    nm: str = name or str(getattr(op_asn, "__name__", "binary_op"))
     return lambda a, b: _op(nm, lg, op_asn, grad_asn, a, b)
