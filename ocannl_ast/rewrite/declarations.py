@@ -134,6 +134,13 @@ def check_hoistable(
     names = {d.name for d in decls}
     earlier: set[str] = set()
     for decl in decls:
+        if decl.name in bound or decl.name in params:
+            where = "a parameter" if decl.name in params else (
+                f"bound in the body (line {loc.lines(bound[decl.name])[0]})"
+            )
+            raise loc.error(
+                decl.origin, f"`{decl.name}` is declared inline but is also {where}; rename one"
+            )
         for f in decl.fields:
             if f.original is None:
                 continue

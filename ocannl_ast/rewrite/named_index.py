@@ -27,6 +27,7 @@ class Row:
 
     parts: tuple[Part, ...]  #: e.g. ("i", ",", "k") or ("...|...->...", ",", "i")
     labels: frozenset[str]  #: index variables it mentions
+    sliced: frozenset[str]  #: labels that occur only as `^` components (slices, not reductions)
     node: cst.Subscript  #: the original subscript
 
 
@@ -48,6 +49,8 @@ class _Axis:
         self.values = values
         self.loc = loc
         self.labels: set[str] = set()
+        self.outside: set[str] = set()  # labels used outside `^` concatenations
+        self.in_concat = False
 
     def name(self, node: cst.Name, allow_value: bool = True) -> Part:
         if node.value == "_":
@@ -57,6 +60,8 @@ class _Axis:
                 raise self.loc.error(node, f"`{node.value}` is a Python value here, not an index")
             return (node.value,)
         self.labels.add(node.value)
+        if not self.in_concat:
+            self.outside.add(node.value)
         return node.value
 
     def convert(self, node: cst.BaseExpression) -> list[Part]:
@@ -65,7 +70,11 @@ class _Axis:
         if isinstance(node, cst.Integer):
             return [str(int(node.value, 0))]
         if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.BitXor):
-            return self.concat(node)
+            self.in_concat = True
+            try:
+                return self.concat(node)
+            finally:
+                self.in_concat = False
         if isinstance(node, cst.BinaryOperation) and isinstance(
             node.operator, (cst.Add, cst.Multiply)
         ):
@@ -150,7 +159,8 @@ def parse_row(sub: cst.Subscript, values: set[str], loc: Locator) -> Row:
         parts += ([","] if k else []) + item
     if len(items) == 1 and not ellipses:
         parts.append(",")  # multi-char mode needs a comma in every spec
-    return Row(tuple(parts), frozenset(axis.labels), sub)
+    sliced = frozenset(axis.labels - axis.outside)
+    return Row(tuple(parts), frozenset(axis.labels), sliced, sub)
 
 
 def is_whole(sub: cst.Subscript) -> bool:
@@ -182,7 +192,9 @@ def split_reduction(
 def check_consumed(lhs: Row, rhs: Sequence[Row], red: Reduction, loc: Locator) -> None:
     """The reducer lists exactly the indices that appear on the right but not on the left."""
     right = frozenset().union(*(r.labels for r in rhs))
-    consumed = right - lhs.labels
+    # A label that only ever names a `^` component selects part of an axis: not a reduction.
+    reducible = frozenset().union(*(r.labels - r.sliced for r in rhs))
+    consumed = reducible - lhs.labels
     listed: set[str] = set()
     for idx in red.indices:
         where = f"{red.reducer}[...]"

@@ -143,7 +143,11 @@ class DialectTransformer(cst.CSTTransformer):
             self.record(stmt, *self.loc.lines(decl.origin))
             hoisted.append(stmt)
         middle = self.prologue(first) + body[len(head) :]
-        new_body = [*head, *hoisted, *middle, *self.epilogue(last)]
+        ends_in_return = bool(body) and m.matches(
+            body[-1], m.SimpleStatementLine(body=[m.ZeroOrMore(), m.Return()])
+        )
+        tail = [] if ends_in_return else self.epilogue(last)
+        new_body = [*head, *hoisted, *middle, *tail]
         block = updated_node.body
         indent = block.indent if isinstance(block, cst.IndentedBlock) else None
         return updated_node.with_changes(

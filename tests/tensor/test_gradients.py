@@ -116,21 +116,39 @@ def check_grads(build_fn: Callable[..., oc.Tensor], param_arrays: Sequence[Any],
     if not fd:
         return
 
-    def loss_at(arrays: list[np.ndarray]) -> float:
-        lo, _, _ = build(arrays)
-        return _scalar(oc.eval(lo, precision="float64"))
-
-    assert loss_at(base) == pytest.approx(_scalar(value), rel=1e-12, abs=1e-12)
+    # All 2N perturbed copies of the graph (fresh params each, initialized with perturbed
+    # values) are evaluated by one `oc.eval`: copy k's loss lands in slot k of a vector.
+    perturbed: list[list[np.ndarray]] = [[x.copy() for x in base]]
+    where_: list[tuple[int, tuple[int, ...], float]] = []
     for k, a in enumerate(base):
-        num = np.zeros_like(a)
         for idx in np.ndindex(a.shape):
-            plus = [x.copy() for x in base]
-            minus = [x.copy() for x in base]
-            plus[k][idx] += eps
-            minus[k][idx] -= eps
-            num[idx] = (loss_at(plus) - loss_at(minus)) / (2 * eps)
-        np.testing.assert_allclose(grads[k], num, rtol=rtol, atol=atol * max(1.0, np.abs(num).max()) + 1e-7,
+            for sign in (1.0, -1.0):
+                arrays = [x.copy() for x in base]
+                arrays[k][idx] += sign * eps
+                perturbed.append(arrays)
+                where_.append((k, idx, sign))
+    losses = eval_many([build(arrays)[0] for arrays in perturbed])
+    assert losses[0] == pytest.approx(_scalar(value), rel=1e-12, abs=1e-12)
+    nums = [np.zeros_like(a) for a in base]
+    for (k, idx, sign), lo in zip(where_, losses[1:]):
+        nums[k][idx] += sign * lo / (2 * eps)
+    for k, num in enumerate(nums):
+        np.testing.assert_allclose(grads[k], num, rtol=rtol,
+                                   atol=atol * max(1.0, np.abs(num).max()) + 1e-7,
                                    err_msg=f"gradient of param {k} vs finite differences")
+
+
+def eval_many(losses: list[oc.Tensor]) -> np.ndarray:
+    """The values of many scalar tensors from one float64 `oc.eval`."""
+    n = len(losses)
+    total: oc.Tensor | None = None
+    for k, lo in enumerate(losses):
+        onehot = np.zeros(n)
+        onehot[k] = 1.0
+        term = oc.einsum(";i=>i", lo, oc.ndarray(onehot))
+        total = term if total is None else total + term
+    assert total is not None
+    return np.asarray(oc.eval(total, precision="float64"), dtype=np.float64).reshape(n)
 
 
 def rnd(*shape: int, seed: int = 0, low: float | None = None, high: float | None = None
@@ -144,7 +162,7 @@ def rnd(*shape: int, seed: int = 0, low: float | None = None, high: float | None
 # ---- binary pointwise ----------------------------------------------------------------------
 
 def test_add() -> None:
-    check_grads(lambda a, b: a + b, [rnd(2, 3), rnd(2, 3, seed=1)], np_fn=lambda a, b: a + b)
+    check_grads(lambda a, b: a + b, [rnd(2, 2), rnd(2, 2, seed=1)], np_fn=lambda a, b: a + b)
 
 
 def test_add_broadcast_vector_over_matrix() -> None:
@@ -157,7 +175,7 @@ def test_add_number() -> None:
 
 
 def test_sub() -> None:
-    check_grads(lambda a, b: a - b, [rnd(2, 3), rnd(2, 3, seed=1)], np_fn=lambda a, b: a - b)
+    check_grads(lambda a, b: a - b, [rnd(2, 2), rnd(2, 2, seed=1)], np_fn=lambda a, b: a - b)
 
 
 def test_rsub_number() -> None:
@@ -165,7 +183,7 @@ def test_rsub_number() -> None:
 
 
 def test_mul() -> None:
-    check_grads(lambda a, b: a * b, [rnd(2, 3), rnd(2, 3, seed=1)], np_fn=lambda a, b: a * b)
+    check_grads(lambda a, b: a * b, [rnd(2, 2), rnd(2, 2, seed=1)], np_fn=lambda a, b: a * b)
 
 
 def test_mul_broadcast_and_number() -> None:
@@ -178,7 +196,7 @@ def test_mul_same_operand() -> None:
 
 
 def test_div() -> None:
-    check_grads(lambda a, b: a / b, [rnd(2, 3), rnd(2, 3, seed=1, low=0.5, high=2.0)],
+    check_grads(lambda a, b: a / b, [rnd(2, 2), rnd(2, 2, seed=1, low=0.5, high=2.0)],
                 np_fn=lambda a, b: a / b)
 
 
@@ -187,7 +205,7 @@ def test_rdiv_number() -> None:
 
 
 def test_pow_both_params() -> None:
-    check_grads(lambda a, b: a ** b, [rnd(2, 3, low=0.5, high=2.0), rnd(2, 3, seed=1)],
+    check_grads(lambda a, b: a ** b, [rnd(2, 2, low=0.5, high=2.0), rnd(2, 2, seed=1)],
                 np_fn=lambda a, b: a ** b)
 
 
@@ -226,11 +244,11 @@ def test_compose_mlp_layer() -> None:
 # ---- unary pointwise ----------------------------------------------------------------------
 
 def test_neg() -> None:
-    check_grads(lambda a: oc.neg(a), [rnd(2, 3)], np_fn=lambda a: -a)
+    check_grads(lambda a: oc.neg(a), [rnd(2, 2)], np_fn=lambda a: -a)
 
 
 def test_unary_minus_operator() -> None:
-    check_grads(lambda a: -a, [rnd(2, 3)], np_fn=lambda a: -a)
+    check_grads(lambda a: -a, [rnd(2, 2)], np_fn=lambda a: -a)
 
 
 def test_relu() -> None:
@@ -239,27 +257,27 @@ def test_relu() -> None:
 
 
 def test_exp() -> None:
-    check_grads(oc.exp, [rnd(2, 3)], np_fn=np.exp)
+    check_grads(oc.exp, [rnd(2, 2)], np_fn=np.exp)
 
 
 def test_log() -> None:
-    check_grads(oc.log, [rnd(2, 3, low=0.3, high=3.0)], np_fn=np.log)
+    check_grads(oc.log, [rnd(2, 2, low=0.3, high=3.0)], np_fn=np.log)
 
 
 def test_tanh() -> None:
-    check_grads(oc.tanh, [rnd(2, 3)], np_fn=np.tanh)
+    check_grads(oc.tanh, [rnd(2, 2)], np_fn=np.tanh)
 
 
 def test_sin() -> None:
-    check_grads(oc.sin, [rnd(2, 3)], np_fn=np.sin)
+    check_grads(oc.sin, [rnd(2, 2)], np_fn=np.sin)
 
 
 def test_cos() -> None:
-    check_grads(oc.cos, [rnd(2, 3)], np_fn=np.cos)
+    check_grads(oc.cos, [rnd(2, 2)], np_fn=np.cos)
 
 
 def test_sqrt() -> None:
-    check_grads(oc.sqrt, [rnd(2, 3, low=0.3, high=3.0)], np_fn=np.sqrt)
+    check_grads(oc.sqrt, [rnd(2, 2, low=0.3, high=3.0)], np_fn=np.sqrt)
 
 
 def test_recip() -> None:
@@ -312,7 +330,7 @@ def test_comparison_value_and_no_gradient(name: str, npf: Any) -> None:
 @pytest.mark.parametrize("name", ["lt", "le"])
 def test_ordering_comparison_finite_differences(name: str) -> None:
     cmp = getattr(oc, name)
-    a, b = rnd(2, 3), rnd(2, 3, seed=1)  # no ties
+    a, b = rnd(2, 2), rnd(2, 2, seed=1)  # no ties
     check_grads(lambda x, y: cmp(x, y) * 3.0 + x * y, [a, b],
                 np_fn=lambda x, y: getattr(np, "less" if name == "lt" else "less_equal")(x, y)
                 * 3.0 + x * y)

@@ -1,0 +1,8 @@
+# ruff: noqa
+# mypy: ignore-errors
+def assign(v, a, b):
+    __oc_code = __oc__.code_collector()
+    scale = 2.0
+    __oc_code.add(__oc__.accum(v, "=:", __oc__.prim("add", a, b)))
+    __oc_code.add(__oc__.accum(v, "=:", __oc__.prim("mul", scale, a)))
+    return __oc_code.result()

@@ -1,0 +1,10 @@
+# ruff: noqa
+# mypy: ignore-errors
+def inline_nodes(p, g):
+    m = __oc__.node("m", "inline_nodes", output_dims=[3])
+    delta = __oc__.node("delta", "inline_nodes")
+    __oc_code = __oc__.code_collector()
+    __oc_code.add(__oc__.accum(m, "=:", __oc__.prim("add", 0.9 * m, g)))
+    __oc_code.add(__oc__.accum(delta, "=:", __oc__.prim("id", m)))
+    __oc_code.add(__oc__.accum(p, "=-", __oc__.prim("mul", 0.1, delta)))
+    return __oc_code.result()

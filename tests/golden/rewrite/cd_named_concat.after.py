@@ -1,0 +1,8 @@
+# ruff: noqa
+# mypy: ignore-errors
+def parts(y, x, z):
+    __oc_code = __oc__.code_collector()
+    __oc_code.add(__oc__.accum(y, "=:", __oc__.prim("id", x), logic="a,=>a^b,"))
+    __oc_code.add(__oc__.accum(y, "=:", __oc__.prim("id", z), logic="b,=>a^b,"))
+    __oc_code.add(__oc__.accum(x, "=:", __oc__.prim("id", y), logic="a^b,=>a,"))
+    return __oc_code.result()

@@ -1,0 +1,16 @@
+# ruff: noqa
+# mypy: ignore-errors
+def sgd_one(p, learning_rate, momentum=0.0, weight_decay=0.0, nesterov=False):
+    """One SGD step for parameter p."""
+    sgd_delta = __oc__.node("sgd_delta", "sgd_one")
+    sgd_momentum = __oc__.node("sgd_momentum", "sgd_one")
+    __oc_code = __oc__.code_collector()
+    __oc_code.add(__oc__.accum(sgd_delta, "=:", __oc__.prim("add", __oc__.grad_of(p), weight_decay * p)))
+    if momentum > 0.0:
+        __oc_code.add(__oc__.accum(sgd_momentum, "=:", __oc__.prim("add", momentum * sgd_momentum, sgd_delta)))
+        if nesterov:
+            __oc_code.add(__oc__.accum(sgd_delta, "=+", __oc__.prim("mul", momentum, sgd_momentum)))
+        else:
+            __oc_code.add(__oc__.accum(sgd_delta, "=:", __oc__.prim("id", sgd_momentum)))
+    __oc_code.add(__oc__.accum(p, "=-", __oc__.prim("mul", learning_rate, sgd_delta)))
+    return __oc_code.result()

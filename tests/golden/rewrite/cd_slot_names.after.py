@@ -1,0 +1,17 @@
+# ruff: noqa
+# mypy: ignore-errors
+def slot_names(t, t1, t2, g, g1, g2, projections):
+    sum_rhs1 = __oc__.node("sum_rhs1", "slot_names", slot="rhs1")
+    cond_rhs1 = __oc__.node("cond_rhs1", "slot_names", slot="rhs1")
+    lhs_mask = __oc__.node("lhs_mask", "slot_names", slot="lhs")
+    rhs_copy = __oc__.node("rhs_copy", "slot_names", slot="rhs1")
+    x_rhs2 = __oc__.node("x_rhs2", "slot_names", slot="rhs2")
+    __oc_code = __oc__.code_collector()
+    __oc_code.add(__oc__.accum(sum_rhs1, "=:@^", __oc__.prim("add", t1, t2), projections=projections))
+    __oc_code.add(__oc__.accum(cond_rhs1, "=:", __oc__.prim("eq", t, sum_rhs1), projections=projections))
+    __oc_code.add(__oc__.accum(lhs_mask, "=:", __oc__.prim("id", t), projections=projections))
+    __oc_code.add(__oc__.accum(rhs_copy, "=:", __oc__.prim("id", t1), projections=projections))
+    __oc_code.add(__oc__.accum(x_rhs2, "=:", __oc__.prim("id", t2), projections=projections))
+    __oc_code.add(__oc__.accum(g1, "=+", __oc__.prim("where", cond_rhs1, g, 0.0), projections=projections))
+    __oc_code.add(__oc__.accum(g2, "=+", __oc__.prim("where", cond_rhs1, g, 0.0), projections=projections))
+    return __oc_code.result()

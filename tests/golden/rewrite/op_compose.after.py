@@ -1,0 +1,4 @@
+# ruff: noqa
+# mypy: ignore-errors
+def compose(a, b):
+    return a @ b

@@ -1,0 +1,5 @@
+# ruff: noqa
+# mypy: ignore-errors
+def row_sum(x):
+    y = __oc__.einsum("i,j=>i,", x)
+    return y

@@ -1,0 +1,5 @@
+# ruff: noqa
+# mypy: ignore-errors
+def inline_param(x):
+    w = __oc__.param("w", "inline_param")
+    return w @ x
