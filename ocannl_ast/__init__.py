@@ -8,6 +8,7 @@ from typing import Any
 import numpy as _np
 
 from .errors import DslSyntaxError, OcannlError, RuntimeDataError, ShapeError, SpecError
+from .rewrite import make_decorator as _make_decorator
 from .tensor import operators as _operators  # noqa: F401  (installs Python operators)
 from .tensor.code import Code, NodeRef
 from .tensor.context import Context, Routine, set_seed
@@ -40,7 +41,10 @@ from .tensor.ops import (
 from .tensor.tensor import Tensor, no_grad
 from .tensor.train import grad_update, sgd_update
 
-range = range_
+range = range_  # OCANNL's `range`; the builtin stays reachable as builtins.range
+
+op = _make_decorator("op", "ocannl_ast.tensor.dsl")
+cd = _make_decorator("cd", "ocannl_ast.tensor.dsl")
 
 
 def infer_shapes(*tensors: Tensor) -> None:
@@ -78,7 +82,7 @@ def render(code: Any, *, backend: str = "c", precision: str = "float32") -> str:
 
 
 __all__ = [
-    "Code", "Context", "DslSyntaxError", "NodeRef", "OcannlError", "Routine", "RuntimeDataError",
+    "Code", "Context", "cd", "op", "cd", "op", "DslSyntaxError", "NodeRef", "OcannlError", "Routine", "RuntimeDataError",
     "ShapeError", "SpecError", "Tensor", "batch", "batch_slice", "binary_op", "concat", "cos",
     "einsum", "einsum_max", "eq", "eval", "exp", "grad_update", "infer_shapes", "le", "log",
     "lt", "ndarray", "ne", "neg", "no_grad", "node", "number", "param", "range", "recip",

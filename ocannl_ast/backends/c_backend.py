@@ -523,6 +523,7 @@ class CompiledRoutine:
         "_from_buffer",
         "_last",
         "_last_ptrs",
+        "_last_seq",
         "_lib",
         "_n_static",
         "_sizes",
@@ -549,6 +550,7 @@ class CompiledRoutine:
         self._checks = rendered.checks
         self._last: tuple[np.ndarray, ...] | None = None  # the previous call's arrays
         self._last_ptrs: tuple[Any, ...] = ()  # and their exported pointers
+        self._last_seq: object = None
 
     def __call__(self, arrays: Sequence[np.ndarray], static_args: Sequence[int] = ()) -> None:
         if len(arrays) != len(self._sizes) or len(static_args) != self._n_static:
@@ -556,9 +558,10 @@ class CompiledRoutine:
                 f"routine {self.name} takes {len(self._sizes)} arrays and {self._n_static} "
                 f"static ints, got {len(arrays)} and {len(static_args)}"
             )
-        if not self._same_as_last(arrays):
+        if arrays is not self._last_seq and not self._same_as_last(arrays):
             self._last_ptrs = self._pointers(arrays)
             self._last = tuple(arrays)
+        self._last_seq = arrays  # the same sequence object again: no per-array checks
         code = self._fn(*self._last_ptrs, *static_args)
         if code != 0:
             what = self._checks.get(code, "unknown error code")

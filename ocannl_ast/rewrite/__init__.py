@@ -3,6 +3,7 @@
 Input: a decorated function. Output: a function with the same name, docstring and lines,
 whose body calls the builder namespace bound to the global `__oc__` (see `contract`).
 This package never imports `ocannl_ast.tensor`; the builders arrive at decoration time.
+Dialect decisions: DIALECT.md beside this file.
 """
 
 from ocannl_ast.rewrite.contract import ACCUM_OPS, Builders, CodeCollector

@@ -81,7 +81,9 @@ def _move_keywords(orig: cst.Call, upd: cst.Call, kw: Keywords, loc: Locator) ->
         if a.keyword is None:
             continue
         if a.keyword.value not in ACCUM_KWARGS:
-            raise loc.error(a, f"`{a.keyword.value}=` is not an assignment option (logic=, projections=)")
+            raise loc.error(
+                a, f"`{a.keyword.value}=` is not an assignment option (logic=, projections=)"
+            )
         kw.add(a.keyword.value, u.value, a, loc)
 
 
@@ -124,7 +126,9 @@ def _primitive_call(
     _move_keywords(orig, u, kw, loc)
     args = [literals.tensor_operand(a.value) for a in _positional(u)]
     if len(args) != arity(name):
-        raise loc.error(orig, f"primitive `{name}` takes {arity(name)} argument(s), got {len(args)}")
+        raise loc.error(
+            orig, f"primitive `{name}` takes {arity(name)} argument(s), got {len(args)}"
+        )
     return build.oc_call("prim", [build.string(name), *args])
 
 

@@ -198,7 +198,9 @@ class CdTransformer(DialectTransformer):
             base = target.value
             if isinstance(base, (cst.Name, cst.Set)) or _node_attr(base):
                 return True
-            raise self.loc.error(base, "a subscripted target is a tensor name, p.grad, p.value or {x}")
+            raise self.loc.error(
+                base, "a subscripted target is a tensor name, p.grad, p.value or {x}"
+            )
         raise self.loc.error(
             target, "assignment targets in @cd are t[...], t[i, j], p.grad, p.value, {x}[...]"
         )
@@ -290,7 +292,9 @@ class CdTransformer(DialectTransformer):
         """`accum(v, "=:@^", e, logic=...)` written by the user."""
         pos = [a for a in orig.args if a.keyword is None]
         if len(pos) != 3 or any(a.star for a in orig.args):
-            raise self.loc.error(orig, 'accum takes (target, "op", rhs, logic=..., projections=...)')
+            raise self.loc.error(
+                orig, 'accum takes (target, "op", rhs, logic=..., projections=...)'
+            )
         op_node = pos[1].value
         op = op_node.evaluated_value if isinstance(op_node, cst.SimpleString) else None
         if not isinstance(op, str) or op not in ACCUM_OPS:
@@ -299,7 +303,9 @@ class CdTransformer(DialectTransformer):
             )
         target = pos[0].value
         if not isinstance(target, (cst.Name, cst.Set)) and not _node_attr(target):
-            raise self.loc.error(target, "the target of accum is a tensor name, p.grad, p.value or {x}")
+            raise self.loc.error(
+                target, "the target of accum is a tensor name, p.grad, p.value or {x}"
+            )
         kw = Keywords()
         upd_pos = [a for a in upd.args if a.keyword is None]
         for a, u in zip(orig.args, upd.args, strict=True):

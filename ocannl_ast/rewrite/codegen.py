@@ -35,17 +35,34 @@ class Rewritten:
     lines: LineTable  #: emitted statement -> user line range
 
 
-def render_module(rw: Rewritten, freevars: tuple[str, ...]) -> cst.Module:
+def class_of(qualname: str) -> str | None:
+    """The class a function is defined in, from its qualname (`K.m` -> `K`; None if none)."""
+    parts = qualname.split(".")
+    return parts[-2] if len(parts) > 1 and parts[-2] != "<locals>" else None
+
+
+def render_module(
+    rw: Rewritten, freevars: tuple[str, ...], class_name: str | None = None
+) -> cst.Module:
     """The module to compile: the def, inside a factory taking the free variables if nested.
 
     The factory keeps the def's original indentation, so unchanged lines render identically
     to the user's file, and makes the free variables closure cells of the inner function.
+    A method is compiled inside a class of the same name, so that private names are mangled
+    as in the original and zero-argument super() finds its `__class__` cell.
     """
     parsed = rw.parsed
-    body: cst.FunctionDef = rw.funcdef
-    if parsed.indent or freevars:
+    body: cst.BaseCompoundStatement = rw.funcdef
+    indent = parsed.indent or "    "
+    if class_name is not None:
+        outer = indent[: len(indent) // 2] or " "
+        inner = indent[len(outer) :] or " "
+        block = cst.IndentedBlock(body=[rw.funcdef], indent=inner)
+        body, indent = cst.ClassDef(name=cst.Name(class_name), body=block), outer
+        freevars = tuple(v for v in freevars if v != "__class__")
+    if parsed.indent or freevars or class_name is not None:
         params = cst.Parameters(params=[cst.Param(cst.Name(v)) for v in freevars])
-        block = cst.IndentedBlock(body=[rw.funcdef], indent=parsed.indent or "    ")
+        block = cst.IndentedBlock(body=[body], indent=indent)
         body = cst.FunctionDef(name=cst.Name(FACTORY), params=params, body=block)
     return cst.Module(
         body=[body],
@@ -64,7 +81,8 @@ def line_map(
     for node, first, last in rw.lines.values():
         rng = positions.get(node)
         if rng is not None:
-            entries.append((rng.end.line - rng.start.line, rng.start.line, rng.end.line, first, last))
+            size = rng.end.line - rng.start.line
+            entries.append((size, rng.start.line, rng.end.line, first, last))
     for _, start, end, first, last in sorted(entries, reverse=True):  # outer first
         for r in range(start, end + 1):
             out[r] = min(first + (r - start), max(last, first))
@@ -100,21 +118,25 @@ class _Positions:
             node.end_col_offset = node.col_offset  # type: ignore[attr-defined]
 
 
-def _find_code(code: types.CodeType, name: str) -> types.CodeType | None:
+def _find_code(code: types.CodeType, name: str, depth: int) -> types.CodeType | None:
+    """The function code `name` at nesting `depth` (module=0; factory, class add levels)."""
     for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            if const.co_name == name:
-                return const
-            if const.co_name == FACTORY:
-                return _find_code(const, name)
+        if not isinstance(const, types.CodeType):
+            continue
+        if depth == 1 and const.co_name == name:
+            return const
+        if depth > 1:
+            found = _find_code(const, name, depth - 1)
+            if found is not None:
+                return found
     return None
 
 
 def compile_function(
-    rw: Rewritten, freevars: tuple[str, ...], flags: int = 0
+    rw: Rewritten, freevars: tuple[str, ...], flags: int = 0, class_name: str | None = None
 ) -> types.CodeType:
     """The code object of the transformed function, positioned on the user's lines."""
-    module = render_module(rw, freevars)
+    module = render_module(rw, freevars, class_name)
     text = module.code
     positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
     rendered = text.split("\n")
@@ -126,7 +148,8 @@ def compile_function(
     for node in ast.walk(tree):
         fixer.fix(node)
     code = compile(tree, src.filename, "exec", flags=flags & FUTURE_FLAGS, dont_inherit=True)
-    found = _find_code(code, rw.funcdef.name.value)
+    depth = 1 + (module.body[0] is not rw.funcdef) + (class_name is not None)
+    found = _find_code(code, rw.funcdef.name.value, depth)
     if found is None:
         raise RuntimeError(f"compiled module holds no function {rw.funcdef.name.value}")
     return found

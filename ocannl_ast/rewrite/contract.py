@@ -35,7 +35,9 @@ BINARY_PRIMS: frozenset[str] = frozenset(
 TERNARY_PRIMS: frozenset[str] = frozenset({"where", "fma"})
 
 #: Functions whose positional arguments are tensors in @op (numeric displays there are literals).
-TENSOR_FUNCTIONS: frozenset[str] = UNARY_PRIMS | TERNARY_PRIMS | {"einsum", "einsum_max", "concat"}
+TENSOR_FUNCTIONS: frozenset[str] = (
+    (UNARY_PRIMS - {"id"}) | TERNARY_PRIMS | {"einsum", "einsum_max", "concat"}
+)
 
 #: Keyword arguments that move from a primitive call or reducer onto the accum call.
 ACCUM_KWARGS: tuple[str, ...] = ("logic", "projections")

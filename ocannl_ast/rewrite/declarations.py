@@ -73,7 +73,9 @@ def _head(el: cst.BaseElement, upd: cst.BaseElement, kind: str, loc: Locator) ->
             raise loc.error(
                 value, "a @cd declaration takes no initial value; assign it: {x}[...] = e"
             )
-        init = literals.tensor_operand(cst.ensure_type(upd.value, cst.NamedExpr).value)
+        init = cst.ensure_type(upd.value, cst.NamedExpr).value
+        if literals.is_numeric_display(init):
+            init = literals.display(init)  # values and exact shape, read by the builder
         return value.target.value, [Field("init", init, value.value)]
     raise loc.error(
         el.value, "a declaration starts with a name or `name := init`, e.g. {w} or {w := 0.5}"

@@ -20,7 +20,7 @@ import libcst as cst
 
 from ocannl_ast.errors import DslSyntaxError
 from ocannl_ast.rewrite.cd_transform import CdTransformer
-from ocannl_ast.rewrite.codegen import Rewritten, compile_function
+from ocannl_ast.rewrite.codegen import Rewritten, class_of, compile_function
 from ocannl_ast.rewrite.contract import OC
 from ocannl_ast.rewrite.op_transform import OpTransformer
 from ocannl_ast.rewrite.source import (
@@ -115,7 +115,9 @@ def _compiled(fn: types.FunctionType, kind: str) -> types.CodeType:
     if parsed.funcdef.name.value != fn.__name__:
         raise unreadable(fn, f"the source found for {fn.__qualname__} defines another function")
     rewritten = rewrite_parsed(parsed, kind, fn.__qualname__)
-    new_code = compile_function(rewritten, code.co_freevars, code.co_flags)
+    new_code = compile_function(
+        rewritten, code.co_freevars, code.co_flags, class_of(fn.__qualname__)
+    )
     _CACHE[key] = new_code
     return new_code
 

@@ -1,9 +1,10 @@
 """Numeric displays as tensor literals: `[(1, 2), (3, 4)]` → `__oc__.literal([(1, 2), (3, 4)])`.
 
 Input: a CST expression in a tensor position (operand of + - * / ** @ or unary -, positional
-argument of a tensor function or primitive, @op return value, declaration init). Output: the
-same expression, wrapped when it is a display whose leaves are all numbers; `batch([...])`
-inside becomes `__oc__.batch([...])`. Displays anywhere else stay plain Python values.
+argument of a tensor function or primitive, @op return value). Output: the same expression,
+wrapped when it is a display whose leaves are all numbers; `batch([...])` inside becomes
+`__oc__.batch([...])`. Displays anywhere else stay plain Python values (a declaration's init
+keeps its display, batch calls converted, so the builder reads values and exact shape).
 """
 
 from __future__ import annotations
@@ -47,11 +48,17 @@ class _BatchToBuilder(cst.CSTTransformer):
         return updated_node
 
 
-def literal(node: cst.BaseExpression) -> cst.BaseExpression:
-    """`__oc__.literal(<display>)` with inner `batch(...)` calls sent to the builders."""
+def display(node: cst.BaseExpression) -> cst.BaseExpression:
+    """A numeric display as plain nested lists/tuples, its `batch(...)` calls sent to the
+    builders (`__oc__.batch(...)`): the form a declaration's `init=` receives."""
     converted = node.visit(_BatchToBuilder())
     assert isinstance(converted, cst.BaseExpression)
-    return build.oc_call("literal", [converted])
+    return converted
+
+
+def literal(node: cst.BaseExpression) -> cst.BaseExpression:
+    """`__oc__.literal(<display>)` with inner `batch(...)` calls sent to the builders."""
+    return build.oc_call("literal", [display(node)])
 
 
 def tensor_operand(node: cst.BaseExpression) -> cst.BaseExpression:

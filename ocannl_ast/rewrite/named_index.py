@@ -145,7 +145,7 @@ def parse_row(sub: cst.Subscript, values: set[str], loc: Locator) -> Row:
     items: list[list[Part]] = []
     ellipses = 0
     for el in sub.slice:
-        if not isinstance(el.slice, cst.Index) or el.slice.star is not None:
+        if not isinstance(el.slice, cst.Index) or getattr(el.slice, "star", None) is not None:
             raise loc.error(el, "slices and starred indices are not named indices")
         if isinstance(el.slice.value, cst.Ellipsis):
             ellipses += 1

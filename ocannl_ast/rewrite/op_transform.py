@@ -43,10 +43,14 @@ class OpTransformer(DialectTransformer):
         super().__init__(parsed, loc, qualname)
         self.set_depth = 0
         self.display_depth = 0
+        self.inits: set[int] = set()
 
     # -- declarations and literals -----------------------------------------------------
     def visit_Set(self, node: cst.Set) -> None:
         self.set_depth += 1
+        head = node.elements[0].value if node.elements else None
+        if isinstance(head, cst.NamedExpr):
+            self.inits.add(id(head.value))  # the declaration reads a batch(...) init itself
 
     def leave_Set(self, original_node: cst.Set, updated_node: cst.Set) -> cst.BaseExpression:
         self.set_depth -= 1
@@ -72,7 +76,8 @@ class OpTransformer(DialectTransformer):
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
         self.check_named_reducer(original_node)
-        if literals.is_batch_call(updated_node) and not self.display_depth:
+        top_level = not self.display_depth and id(original_node) not in self.inits
+        if literals.is_batch_call(updated_node) and top_level:
             return literals.literal(updated_node)
         if _func_name(updated_node.func) not in TENSOR_FUNCTIONS:
             return updated_node
@@ -124,9 +129,13 @@ class OpTransformer(DialectTransformer):
         if len(original.targets) != 1:
             raise self.loc.error(original, "a named-index definition has exactly one target")
         target = original.targets[0].target
+        if isinstance(target, cst.Subscript) and isinstance(target.value, cst.Set):
+            raise self.loc.error(
+                target, "`{x}[...] = e` declares a @cd node; in @op write {x} in an expression"
+            )
         if not isinstance(target, cst.Subscript) or not isinstance(target.value, cst.Name):
             raise self.loc.error(
-                target, "a named-index definition defines a name: y[i, j] = ... (not a tuple)"
+                target, "a named-index definition defines a plain name: y[i] = ..."
             )
         values = self.values()
         lhs = named_index.parse_row(target, values, self.loc)

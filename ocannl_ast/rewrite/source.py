@@ -146,5 +146,9 @@ class Locator:
         return Span(self.parsed.source.filename, line, rng.start.column, self.text(node))
 
     def error(self, node: cst.CSTNode, message: str) -> DslSyntaxError:
-        """A DslSyntaxError located at `node` (raise it)."""
-        return DslSyntaxError(message, self.span(node))
+        """A DslSyntaxError located at `node` (raise it); when the file cannot be read back
+        for the excerpt (e.g. "<string>"), the message quotes the offending text."""
+        span = self.span(node)
+        if span.text and not span.excerpt():
+            message = f"{message} (at `{span.text.splitlines()[0].strip()}`)"
+        return DslSyntaxError(message, span)

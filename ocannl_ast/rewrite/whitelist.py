@@ -33,18 +33,17 @@ _EXPRESSIONS: frozenset[type[cst.CSTNode]] = frozenset(
         cst.StarredElement,
     }
 )
-_REASONS: dict[type[cst.CSTNode], str] = {
-    cst.Global: "`global` is not supported: the body runs with its own globals mapping; "
-    "keep module state outside the decorated function",
-    cst.ClassDef: "class definitions are not supported inside a decorated body; "
-    "define the class outside",
-    cst.Match: "`match` statements are not supported; use if/elif",
-    cst.TryStar: "`try`/`except*` is not supported; handle errors outside",
-    cst.Try: "`try` is not supported in @cd bodies: collected code cannot be rolled back",
-    cst.With: "`with` is not supported in @cd bodies",
-    cst.Del: "`del` is not supported in @cd bodies",
-    cst.Yield: "`yield` is not supported: a decorated function cannot be a generator",
-    cst.Await: "`await` is not supported: a decorated function cannot be a coroutine",
+#: (what, why) for the kinds users are most likely to try.
+_REASONS: dict[type[cst.CSTNode], tuple[str, str]] = {
+    cst.Global: ("`global`", "the body runs with its own globals mapping"),
+    cst.ClassDef: ("class definitions", "define the class outside the decorated function"),
+    cst.Match: ("`match` statements", "use if/elif"),
+    cst.TryStar: ("`try`/`except*`", "handle errors outside the decorated function"),
+    cst.Try: ("`try`", "collected code cannot be rolled back"),
+    cst.With: ("`with`", "collected code cannot be scoped by a context manager"),
+    cst.Del: ("`del`", "tensors and declarations live as long as the code"),
+    cst.Yield: ("`yield`", "a decorated function cannot be a generator"),
+    cst.Await: ("`await`", "a decorated function cannot be a coroutine"),
 }
 
 
@@ -58,18 +57,19 @@ class _Checker(cst.CSTVisitor):
         self.kind = kind
         self.locator = locator
 
-    def _reject(self, node: cst.CSTNode, default: str) -> None:
-        reason = _REASONS.get(type(node), default)
-        raise self.locator.error(node, f"{reason} (in a @{self.kind} body)")
+    def _reject(self, node: cst.CSTNode, what: str, why: str = "") -> None:
+        what, why = _REASONS.get(type(node), (what, why))
+        message = f"{what} is not supported in a @{self.kind} body"
+        raise self.locator.error(node, f"{message}: {why}" if why else message)
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         if isinstance(node, (cst.BaseSmallStatement, cst.BaseCompoundStatement)):
             if type(node) not in _STATEMENTS[self.kind]:
-                self._reject(node, f"{_kind_name(node)} statements are not supported")
+                self._reject(node, f"{_kind_name(node)} statements")
             if getattr(node, "asynchronous", None) is not None:
-                self._reject(node, "async functions, loops and with-blocks are not supported")
+                self._reject(node, "async functions, loops and with-blocks")
         elif isinstance(node, cst.BaseExpression) and type(node) not in _EXPRESSIONS:
-            self._reject(node, f"{_kind_name(node)} expressions are not supported")
+            self._reject(node, f"{_kind_name(node)} expressions")
         return True
 
 

@@ -102,8 +102,10 @@ def _num_label(x: float) -> str:
 
 def param(name: str, *, output_dims: DimsArg = None, input_dims: DimsArg = None,
           batch_dims: DimsArg = None, init: Any = None) -> Tensor:
-    """A differentiable parameter; dims left None are inferred. init: None (uniform random
-    in [-1, 1), deterministic per seed and tensor identity), a number, an array, a Tensor.
+    """A differentiable parameter; output/input dims left None are inferred; batch dims
+    default to none (as in OCANNL: a parameter is shared across the batch). init: None
+    (uniform random in [-1, 1), deterministic per seed and tensor identity), a number, an
+    array, a Tensor.
 
     Example: ``w = param("w", input_dims=[2], output_dims=[16])``.
     """
@@ -113,8 +115,8 @@ def param(name: str, *, output_dims: DimsArg = None, input_dims: DimsArg = None,
         d = arr.shape
         batch_dims, output_dims, input_dims = d[:nb], d[nb:nb + no], d[nb + no:]
         init = arr
-    shape = Shape.make(name, batch_dims=batch_dims, output_dims=output_dims,
-                       input_dims=input_dims, is_param=True)
+    shape = Shape.make(name, batch_dims=() if batch_dims is None else batch_dims,
+                       output_dims=output_dims, input_dims=input_dims, is_param=True)
     t = Tensor(name, shape, Init.PARAM, diff=True)
     t.init_value = init
     if isinstance(init, Tensor):

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import ops
+from .builders import PrimCall
 from .code import NodeRef
 from .tensor import Tensor
 
@@ -34,3 +35,4 @@ def _install(cls: type) -> None:
 
 _install(Tensor)
 _install(NodeRef)
+_install(PrimCall)

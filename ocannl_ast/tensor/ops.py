@@ -18,10 +18,13 @@ from ..infer.logic import BatchSlice, Compose, Einsum, Logic, Pointwise, Transpo
 from ..infer.projections import fresh_symbol
 from ..infer.spec_parser import parse_spec
 from ..lowering.loop_ir import Symbol
-from .builders import accum, prim
+from .builders import PrimCall, accum, prim
 from .code import CheckItem, Code, NodeRef
 from .leaves import ndarray, number
-from .tensor import Tensor, alias, make_op
+from .tensor import Tensor, alias, current_record, make_op
+from ..rewrite import make_decorator
+
+cd = make_decorator("cd", "ocannl_ast.tensor.dsl")
 
 Asn = Callable[..., Code]
 
@@ -39,61 +42,83 @@ def lift(x: Any) -> Tensor:
     raise OcannlError(f"cannot use {type(x).__name__} as a tensor")
 
 
-def _op(name: str, logic: Logic, op_asn: Asn, grad_asn: Asn | None, *xs: Any) -> Tensor:
+#: pointwise operations that fuse into the enclosing assignment inside @cd code
+_FUSABLE = frozenset({"add", "sub", "mul", "div", "pow", "neg", "relu", "exp", "log", "tanh",
+                      "sin", "cos", "sqrt", "recip", "lt", "le", "eq", "ne", "where",
+                      "relu_gate"})
+
+
+def _op(name: str, logic: Logic, op_asn: Asn, grad_asn: Asn | None, *xs: Any) -> Any:
+    """Build the operation; inside an operation's @cd code (projections in context) a
+    pointwise sub-expression over slot nodes is fused into the assignment instead of
+    becoming an intermediate tensor (the intermediate is virtualized)."""
+    if name in _FUSABLE and current_record.get() is not None and _fusable(xs):
+        return prim(name, *xs)
     return make_op(name, logic, [lift(x) for x in xs], op_asn, grad_asn, span=user_span())
 
 
+def _fusable(xs: tuple[Any, ...]) -> bool:
+    kinds = [isinstance(x, NodeRef | PrimCall) for x in xs]
+    return any(kinds) and all(
+        k or isinstance(x, bool | int | float) for k, x in zip(kinds, xs, strict=True))
+
+
 # ---- binary pointwise ------------------------------------------------------------------
+# Each operation: its op_asn and grad_asn, written in the @cd dialect as a user would.
 
-def _add_op(v: NodeRef, v1: NodeRef, v2: NodeRef, projections: Any) -> Code:
-    return accum(v, "=:", prim("add", v1, v2), projections=projections)
-
-
-def _add_grad(g: NodeRef, g1: NodeRef, g2: NodeRef, projections: Any) -> Code:
-    return (accum(g1, "=+", g, projections=projections)
-            + accum(g2, "=+", g, projections=projections))
+@cd
+def _add_op(v, v1, v2, projections):
+    v[...] = v1 + v2
 
 
-def _sub_op(v: NodeRef, v1: NodeRef, v2: NodeRef, projections: Any) -> Code:
-    return accum(v, "=:", prim("sub", v1, v2), projections=projections)
+@cd
+def _add_grad(g, g1, g2, projections):
+    g1 += g
+    g2 += g
 
 
-def _sub_grad(g: NodeRef, g1: NodeRef, g2: NodeRef, projections: Any) -> Code:
-    return (accum(g1, "=+", g, projections=projections)
-            + accum(g2, "=-", g, projections=projections))
+@cd
+def _sub_op(v, v1, v2, projections):
+    v[...] = v1 - v2
 
 
-def _mul_op(v: NodeRef, v1: NodeRef, v2: NodeRef, projections: Any) -> Code:
-    return accum(v, "=:+", prim("mul", v1, v2), projections=projections)
+@cd
+def _sub_grad(g, g1, g2, projections):
+    g1 += g
+    g2 -= g
 
 
-def _mul_grad(g: NodeRef, g1: NodeRef, g2: NodeRef, v1: NodeRef, v2: NodeRef,
-              projections: Any) -> Code:
-    return (accum(g1, "=+", prim("mul", g, v2), projections=projections)
-            + accum(g2, "=+", prim("mul", v1, g), projections=projections))
+@cd
+def _mul_op(v, v1, v2, projections):
+    v[...] = sum(v1 * v2)
 
 
-def _div_op(v: NodeRef, v1: NodeRef, v2: NodeRef, projections: Any) -> Code:
-    return accum(v, "=:", prim("div", v1, v2), projections=projections)
+@cd
+def _mul_grad(g, g1, g2, v1, v2, projections):
+    g1 += g * v2
+    g2 += v1 * g
 
 
-def _div_grad(g: NodeRef, g1: NodeRef, g2: NodeRef, v1: NodeRef, v2: NodeRef,
-              projections: Any) -> Code:
-    d2 = prim("div", prim("mul", g, v1), prim("mul", v2, v2))
-    return (accum(g1, "=+", prim("div", g, v2), projections=projections)
-            + accum(g2, "=-", d2, projections=projections))
+@cd
+def _div_op(v, v1, v2, projections):
+    v[...] = v1 / v2
 
 
-def _pow_op(v: NodeRef, v1: NodeRef, v2: NodeRef, projections: Any) -> Code:
-    return accum(v, "=:", prim("pow", v1, v2), projections=projections)
+@cd
+def _div_grad(g, g1, g2, v1, v2, projections):
+    g1 += g / v2
+    g2 -= g * v1 / (v2 * v2)
 
 
-def _pow_grad(v: NodeRef, g: NodeRef, g1: NodeRef, g2: NodeRef, v1: NodeRef, v2: NodeRef,
-              projections: Any) -> Code:
-    d1 = prim("mul", prim("mul", g, v2), prim("pow", v1, prim("sub", v2, 1.0)))
-    d2 = prim("mul", prim("mul", g, v), prim("log", v1))
-    return (accum(g1, "=+", d1, projections=projections)
-            + accum(g2, "=+", d2, projections=projections))
+@cd
+def _pow_op(v, v1, v2, projections):
+    v[...] = v1 ** v2
+
+
+@cd
+def _pow_grad(v, g, g1, g2, v1, v2, projections):
+    g1 += g * v2 * v1 ** (v2 - 1.0)
+    g2 += g * v * log(v1)
 
 
 def add(a: Any, b: Any) -> Tensor:
@@ -124,35 +149,128 @@ def matmul(a: Any, b: Any) -> Tensor:
 
 # ---- unary pointwise -------------------------------------------------------------------
 
-def _unary(name: str, grad: Callable[[NodeRef, NodeRef, NodeRef], Any] | None,
-           ) -> Callable[[Any], Tensor]:
-    def op_asn(v: NodeRef, v1: NodeRef, projections: Any) -> Code:
-        return accum(v, "=:", prim(name, v1), projections=projections)
+@cd
+def _neg_grad(g, g1, projections):
+    g1 -= g
 
-    grad_asn: Asn | None = None
-    if grad is not None:
-        def grad_asn(v: NodeRef, g: NodeRef, g1: NodeRef, v1: NodeRef,
-                     projections: Any) -> Code:
-            return accum(g1, "=+", grad(v, g, v1), projections=projections)
 
-    def build(x: Any) -> Tensor:
-        return _op(name, Pointwise(), op_asn, grad_asn, x)
+@cd
+def _relu_grad(g, g1, v1, projections):
+    g1 += relu_gate(v1, g)
+
+
+@cd
+def _exp_grad(v, g, g1, projections):
+    g1 += g * v
+
+
+@cd
+def _log_grad(g, g1, v1, projections):
+    g1 += g / v1
+
+
+@cd
+def _tanh_grad(v, g, g1, projections):
+    g1 += g * (1.0 - v * v)
+
+
+@cd
+def _sin_grad(g, g1, v1, projections):
+    g1 += g * cos(v1)
+
+
+@cd
+def _cos_grad(g, g1, v1, projections):
+    g1 -= g * sin(v1)
+
+
+@cd
+def _sqrt_grad(v, g, g1, projections):
+    g1 += g / (2.0 * v)
+
+
+@cd
+def _recip_grad(v, g, g1, projections):
+    g1 -= g * v * v
+
+
+@cd
+def _id_grad(g, g1, projections):
+    g1 += g
+
+
+@cd
+def _neg_op(v, v1, projections):
+    v[...] = -v1
+
+
+@cd
+def _relu_op(v, v1, projections):
+    v[...] = relu(v1)
+
+
+@cd
+def _exp_op(v, v1, projections):
+    v[...] = exp(v1)
+
+
+@cd
+def _log_op(v, v1, projections):
+    v[...] = log(v1)
+
+
+@cd
+def _tanh_op(v, v1, projections):
+    v[...] = tanh(v1)
+
+
+@cd
+def _sin_op(v, v1, projections):
+    v[...] = sin(v1)
+
+
+@cd
+def _cos_op(v, v1, projections):
+    v[...] = cos(v1)
+
+
+@cd
+def _sqrt_op(v, v1, projections):
+    v[...] = sqrt(v1)
+
+
+@cd
+def _recip_op(v, v1, projections):
+    v[...] = recip(v1)
+
+
+def _unary(name: str, op_asn: Asn, grad: Asn | None) -> Callable[[Any], Any]:
+    def build(x: Any) -> Any:
+        return _op(name, Pointwise(), op_asn, grad, x)
 
     build.__name__ = name
     build.__doc__ = f"Pointwise {name}. Example: ``oc.{name}(x)``."
     return build
 
 
-neg = _unary("neg", lambda v, g, v1: prim("neg", g))
-relu = _unary("relu", lambda v, g, v1: prim("relu_gate", v1, g))
-exp = _unary("exp", lambda v, g, v1: prim("mul", g, v))
-log = _unary("log", lambda v, g, v1: prim("div", g, v1))
-tanh = _unary("tanh", lambda v, g, v1: prim("mul", g, prim("sub", 1.0, prim("mul", v, v))))
-sin = _unary("sin", lambda v, g, v1: prim("mul", g, prim("cos", v1)))
-cos = _unary("cos", lambda v, g, v1: prim("neg", prim("mul", g, prim("sin", v1))))
-sqrt = _unary("sqrt", lambda v, g, v1: prim("div", g, prim("mul", 2.0, v)))
-recip = _unary("recip", lambda v, g, v1: prim("neg", prim("mul", g, prim("mul", v, v))))
-identity = _unary("id", lambda v, g, v1: g)
+neg = _unary("neg", _neg_op, _neg_grad)
+relu = _unary("relu", _relu_op, _relu_grad)
+exp = _unary("exp", _exp_op, _exp_grad)
+log = _unary("log", _log_op, _log_grad)
+tanh = _unary("tanh", _tanh_op, _tanh_grad)
+sin = _unary("sin", _sin_op, _sin_grad)
+cos = _unary("cos", _cos_op, _cos_grad)
+sqrt = _unary("sqrt", _sqrt_op, _sqrt_grad)
+recip = _unary("recip", _recip_op, _recip_grad)
+
+
+def relu_gate(a: Any, g: Any) -> Any:
+    """`g` where `a > 0`, else 0 (the relu derivative gate); fused inside @cd code."""
+    return _op("relu_gate", Pointwise(), _relu_gate_op, None, a, g)
+
+
+def _relu_gate_op(v: NodeRef, v1: NodeRef, v2: NodeRef, projections: Any) -> Code:
+    return accum(v, "=:", prim("relu_gate", v1, v2), projections=projections)
 
 
 def _cmp(name: str) -> Callable[[Any, Any], Tensor]:
@@ -170,13 +288,15 @@ def _cmp(name: str) -> Callable[[Any, Any], Tensor]:
 lt, le, eq, ne = _cmp("lt"), _cmp("le"), _cmp("eq"), _cmp("ne")
 
 
-def _where_op(v: NodeRef, v1: NodeRef, v2: NodeRef, v3: NodeRef, projections: Any) -> Code:
-    return accum(v, "=:", prim("where", v1, v2, v3), projections=projections)
+@cd
+def _where_op(v, v1, v2, v3, projections):
+    v[...] = where(v1, v2, v3)
 
 
-def _where_grad(g: NodeRef, v1: NodeRef, g2: NodeRef, g3: NodeRef, projections: Any) -> Code:
-    return (accum(g2, "=+", prim("where", v1, g, 0.0), projections=projections)
-            + accum(g3, "=+", prim("where", v1, 0.0, g), projections=projections))
+@cd
+def _where_grad(g, v1, g2, g3, projections):
+    g2 += where(v1, g, 0.0)
+    g3 += where(v1, 0.0, g)
 
 
 def where(cond: Any, a: Any, b: Any) -> Tensor:
@@ -184,22 +304,19 @@ def where(cond: Any, a: Any, b: Any) -> Tensor:
     return _op("where", Pointwise(), _where_op, _where_grad, cond, a, b)
 
 
-def _stop_op(v: NodeRef, v1: NodeRef, projections: Any) -> Code:
-    return accum(v, "=:", v1, projections=projections)
+@cd
+def _copy_op(v, v1, projections):
+    v[...] = v1
 
 
 def stop_gradient(x: Any) -> Tensor:
     """The same values, not differentiable: no gradient flows through."""
-    return _op("stop_gradient", Pointwise(), _stop_op, None, x)
+    return _op("stop_gradient", Pointwise(), _copy_op, None, x)
 
 
 def transpose(x: Any) -> Tensor:
     """Swap input and output axes (batch axes kept)."""
-    return _op("transpose", Transpose(), _stop_op, _id_grad, x)
-
-
-def _id_grad(g: NodeRef, g1: NodeRef, projections: Any) -> Code:
-    return accum(g1, "=+", g, projections=projections)
+    return _op("transpose", Transpose(), _copy_op, _id_grad, x)
 
 
 # ---- einsum family -----------------------------------------------------------------------
@@ -255,23 +372,25 @@ def einsum(spec: str, *tensors: Any) -> Tensor:
     return _op("einsum", Einsum(parsed), op_asn, grad_asn, *tensors)
 
 
-def _max_op1(v: NodeRef, v1: NodeRef, projections: Any) -> Code:
-    return accum(v, "=:@^", v1, projections=projections)
+@cd
+def _max_op1(v, v1, projections):
+    v[...] = max(v1)
 
 
-def _max_grad1(v: NodeRef, g: NodeRef, v1: NodeRef, g1: NodeRef, projections: Any) -> Code:
-    return accum(g1, "=+", prim("where", prim("eq", v1, v), g, 0.0), projections=projections)
+@cd
+def _max_grad1(v, g, v1, g1, projections):
+    g1 += where(eq(v1, v), g, 0.0)
 
 
-def _max_op2(v: NodeRef, v1: NodeRef, v2: NodeRef, projections: Any) -> Code:
-    return accum(v, "=:@^", prim("add", v1, v2), projections=projections)
+@cd
+def _max_op2(v, v1, v2, projections):
+    v[...] = max(v1 + v2)
 
 
-def _max_grad2(v: NodeRef, g: NodeRef, v1: NodeRef, v2: NodeRef, g1: NodeRef, g2: NodeRef,
-               projections: Any) -> Code:
-    hit = prim("where", prim("eq", prim("add", v1, v2), v), g, 0.0)
-    return (accum(g1, "=+", hit, projections=projections)
-            + accum(g2, "=+", hit, projections=projections))
+@cd
+def _max_grad2(v, g, v1, v2, g1, g2, projections):
+    g1 += where(eq(v1 + v2, v), g, 0.0)
+    g2 += where(eq(v1 + v2, v), g, 0.0)
 
 
 def einsum_max(spec: str, a: Any, b: Any = None) -> Tensor:

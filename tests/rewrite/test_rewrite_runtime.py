@@ -1,3 +1,6 @@
+# Dialect code (@op/@cd bodies) reads names that only exist after rewriting:
+# ruff: noqa: F821, F841
+# mypy: disable-error-code="name-defined, operator, index, misc, attr-defined"
 """Decorated functions run against a fake builder namespace (no ocannl_ast.tensor).
 
 Checks: bodies run, closures and globals resolve (late-bound globals included), tracebacks
@@ -8,6 +11,7 @@ declarations across calls of a returned lambda, and @cd collects assignments in 
 from __future__ import annotations
 
 import inspect
+import linecache
 import re
 import sys
 import traceback
@@ -158,8 +162,8 @@ def loops_and_lambdas(xs: list[T]) -> list[T]:
 
 @op
 def strided(x: T, w: T, s: int) -> T:
-    out[o] = sum[k](x[s*o + k] * w[k])  # noqa: F821 - named-index syntax
-    return out  # noqa: F821
+    out[o] = sum[k](x[s*o + k] * w[k])
+    return out
 
 
 @op
@@ -169,10 +173,10 @@ def with_defaults(x: T, scale: float = 2.0, *, shift: float = 1.0) -> T:
 
 @cd
 def sgd(p: T, lr: float, momentum: float = 0.0) -> Any:
-    {delta}[...] = p.grad + 0.0 * p  # noqa: B018
+    {delta}[...] = p.grad + 0.0 * p
     if momentum > 0.0:
-        {mom}[...] = momentum * mom + delta  # noqa: F821
-    p -= lr * delta  # noqa: F821
+        {mom}[...] = momentum * mom + delta
+    p -= lr * delta
 
 
 @cd
@@ -181,10 +185,41 @@ def calls_sgd(ps: list[T]) -> Any:
         sgd(p, 0.1)
 
 
+@cd
+def multiline(v: T, a: T, b: T) -> Any:
+    v[...] = add(
+        a,
+        b)
+    ratio = 1 / 0  # MARK-ZERO
+    print(ratio)
+
+
+def explode() -> float:
+    raise KeyError("init")
+
+
+@op
+def bad_init(x: T) -> T:
+    y = x + 1.0
+    return y @ {w := explode()}  # MARK-INIT
+
+
 class Layer:
     @op
     def method(self, x: T) -> T:
         return {w} @ x
+
+
+class Base:
+    def describe(self) -> str:
+        return "base"
+
+
+class Derived(Base):
+    @op
+    def describe(self) -> Any:
+        self.__hidden = {w}
+        return super().describe(), self.__hidden, self._Derived__hidden
 
 
 def _params(since: int) -> list[tuple[str, tuple[Any, ...], dict[str, Any]]]:
@@ -230,7 +265,7 @@ def test_globals_resolve_late_and_closures_work() -> None:
         return x * scale
 
     assert repr(closure(T("x"))) == "(x * s)"
-    scale = T("changed")  # noqa: F841 - the closure cell sees the new value
+    scale = T("changed")  # the closure cell sees the new value
     assert repr(closure(T("x"))) == "(x * changed)"
 
 
@@ -343,3 +378,34 @@ def test_lazy_builders_resolve_on_first_use() -> None:
 def test_unknown_dialect_is_a_value_error() -> None:
     with pytest.raises(ValueError):
         make_decorator("xx", FAKE)  # type: ignore[arg-type]
+
+
+def _last_user_frame(
+    exc: BaseException, marker: str, fn: Any
+) -> tuple[traceback.FrameSummary, int]:
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.name == fn.__name__]
+    src, first = inspect.getsourcelines(fn)
+    expected = first + next(k for k, line in enumerate(src) if marker in line)
+    return frames[-1], expected
+
+
+def test_multiline_statement_keeps_following_lines_and_columns() -> None:
+    with pytest.raises(ZeroDivisionError) as info:
+        multiline(T("v"), T("a"), T("b"))
+    frame, expected = _last_user_frame(info.value, "MARK-ZERO", multiline)
+    assert frame.lineno == expected
+    raw = linecache.getline(__file__, expected)
+    col = raw.index("1 / 0")
+    assert (frame.colno, frame.end_colno) == (col, col + len("1 / 0"))
+
+
+def test_error_in_hoisted_declaration_points_at_the_declaration() -> None:
+    with pytest.raises(KeyError) as info:
+        bad_init(T("x"))
+    frame, expected = _last_user_frame(info.value, "MARK-INIT", bad_init)
+    assert frame.lineno == expected
+
+
+def test_methods_keep_super_and_private_name_mangling() -> None:
+    parent, hidden, mangled = Derived().describe()
+    assert parent == "base" and hidden is mangled
