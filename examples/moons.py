@@ -20,8 +20,6 @@ except ImportError:  # pragma: no cover - tqdm is a dependency; keep the example
         return it
 
 import ocannl_ast as oc
-from ocannl_ast.tensor.builders import accum, prim
-from ocannl_ast.tensor.leaves import node
 
 
 def half_moons(n: int, noise: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -37,15 +35,26 @@ def half_moons(n: int, noise: float, seed: int) -> tuple[np.ndarray, np.ndarray]
     return x[perm], y[perm]
 
 
-def mlp_layer(name: str, hid: int, relu: bool = True):
-    w = oc.param(f"{name}_w", output_dims=[hid])
-    b = oc.param(f"{name}_b", output_dims=[hid])
-    return lambda x: oc.relu(w @ x + b) if relu else w @ x + b
+@oc.op
+def mlp_layer(hid_dim):
+    """A hidden layer: the parameters are minted once per call, shared by every use."""
+    return lambda x: oc.relu({w} @ x + {b, o := [hid_dim]})
+
+
+@oc.op
+def linear(out_dim):
+    return lambda x: {w} @ x + {b, o := [out_dim]}
 
 
 def make_model():
-    l1, l2, l3 = mlp_layer("l1", 16), mlp_layer("l2", 16), mlp_layer("l3", 1, relu=False)
+    l1, l2, l3 = mlp_layer(16), mlp_layer(16), linear(1)
     return lambda x: l3(l2(l1(x)))
+
+
+@oc.cd
+def decaying_lr(lr, base, step, total_steps):
+    """lr = base * (1 - 0.9 * step / total_steps), computed inside the training routine."""
+    lr[...] = base * (1.0 - 0.9 * step / total_steps)
 
 
 def main() -> None:
@@ -72,9 +81,8 @@ def main() -> None:
     loss = oc.einsum("b|o=>o", margin) * (1.0 / args.batch)
 
     total_steps = args.epochs * n_batches
-    lr = node("learning_rate", output_dims=[1])
-    decay = prim("sub", 1.0, prim("div", prim("mul", 0.9, step), float(total_steps)))
-    lr_code = accum(lr, "=:", prim("mul", args.lr, decay))
+    lr = oc.node("learning_rate", output_dims=[1])
+    lr_code = decaying_lr(lr, args.lr, step, float(total_steps))
     ctx = oc.Context()
     train_step = ctx.compile([oc.grad_update(loss), lr_code,
                               oc.sgd_update(loss, learning_rate=lr, momentum=0.9)])

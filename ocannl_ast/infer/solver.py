@@ -370,7 +370,9 @@ class Solver:
         o = Origin("closing shapes")
         leaf_rows = {v for v, occ in rows.items() if any(s.is_terminal for s, _ in occ)}
         leaf_dims = {v for v, occ in dims.items() if any(s.is_terminal for s in occ)}
-        row_lubs = {v: n for v in leaf_rows if (n := self._row_lub_len(v)) is not None}
+        param_out = {v for v, occ in rows.items() if any(s.is_param and k == 1 for s, k in occ)}
+        row_lubs = {v: n for v in leaf_rows if (n := self._row_lub_len(v)) is not None
+                    and (n > 0 or v not in param_out)}
         if row_lubs:
             for v, n in sorted(row_lubs.items()):
                 fresh = tuple(self.fresh_dim() for _ in range(n))
@@ -389,10 +391,16 @@ class Solver:
         if leaf_rows:
             for v in sorted(leaf_rows):
                 for sh, kind_ix in rows[v]:
-                    if sh.is_param and kind_ix == 1:
+                    if (sh.is_param and kind_ix == 1
+                            and self.subst_row(sh.raw_rows()[1]).known_len == 0):
                         raise ShapeError(f"parameter '{sh.label}': its output dims are not "
                                          "determined by any use; pass output_dims")
                 self._bind_row(RowVar(v), Row.closed(()), o)
+            return True
+        interior_dims = sorted(set(dims) - leaf_dims)
+        if interior_dims:
+            for v in interior_dims:
+                self._bind_dim(DimVar(v), Dim(1), o)
             return True
         for v in sorted(leaf_dims):
             params = [s.label for s in dims[v] if s.is_param]
@@ -403,18 +411,30 @@ class Solver:
             self._bind_dim(DimVar(v), Dim(1), o)
         return bool(dims)
 
-    def _row_lub_len(self, v: int) -> int | None:
+    def _row_lub_len(self, v: int, seen: frozenset[int] = frozenset()) -> int | None:
+        """How many axes a leaf row variable takes when closed upward: the fewest its upper
+        bounds allow, through chains of open rows (their known axes count; a row with none
+        and nothing above it sets no bound)."""
         best: int | None = None
-        for c in self._stuck.values():
+        for c in list(self._stuck.values()):
             if not isinstance(c, RowIneq):
                 continue
             sub = self.subst_row(c.subr)
-            cur = self.subst_row(c.cur)
-            if sub.var is None or sub.var.id != v or cur.var is not None:
+            if sub.var is None or sub.var.id != v:
                 continue
-            n = len(cur.dims) - sub.known_len
+            cur = self.subst_row(c.cur)
+            if cur.var is None:
+                n = len(cur.dims)
+            elif cur.var.id in seen or cur.var.id == v:
+                continue
+            else:
+                up = self._row_lub_len(cur.var.id, seen | {v})
+                if up is None and cur.known_len == 0:
+                    continue  # an unbounded row above: it will grow to fit, no bound here
+                n = cur.known_len + (up or 0)
+            n -= sub.known_len
             best = n if best is None else min(best, n)
-        return best
+        return None if best is None else max(best, 0)
 
     def _dim_lub(self, v: int, seen: set[int]) -> int | None:
         """Least upper bound of a dim variable from the inequalities above it (transitive)."""

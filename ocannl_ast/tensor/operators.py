@@ -36,3 +36,4 @@ def _install(cls: type) -> None:
 _install(Tensor)
 _install(NodeRef)
 _install(PrimCall)
+_install(ops.StaticIndex)

@@ -52,15 +52,17 @@ def _op(name: str, logic: Logic, op_asn: Asn, grad_asn: Asn | None, *xs: Any) ->
     """Build the operation; inside an operation's @cd code (projections in context) a
     pointwise sub-expression over slot nodes is fused into the assignment instead of
     becoming an intermediate tensor (the intermediate is virtualized)."""
-    if name in _FUSABLE and current_record.get() is not None and _fusable(xs):
+    if name in _FUSABLE and _fusable(xs, current_record.get() is not None):
         return prim(name, *xs)
     return make_op(name, logic, [lift(x) for x in xs], op_asn, grad_asn, span=user_span())
 
 
-def _fusable(xs: tuple[Any, ...]) -> bool:
-    kinds = [isinstance(x, NodeRef | PrimCall) for x in xs]
-    return any(kinds) and all(
-        k or isinstance(x, bool | int | float) for k, x in zip(kinds, xs, strict=True))
+def _fusable(xs: tuple[Any, ...], in_operation: bool) -> bool:
+    """Primitive trees and static indices always fuse; slot nodes fuse inside an operation."""
+    if not all(isinstance(x, NodeRef | PrimCall | StaticIndex | bool | int | float) for x in xs):
+        return False
+    return any(isinstance(x, PrimCall | StaticIndex) for x in xs) or (
+        in_operation and any(isinstance(x, NodeRef) for x in xs))
 
 
 # ---- binary pointwise ------------------------------------------------------------------

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from .builders import accum, prim
+from ..rewrite import make_decorator
 from .code import Code, concat
-from .leaves import node
-from .ops import lift
 from .tensor import Tensor
+
+cd = make_decorator("cd", "ocannl_ast.tensor.dsl")
 
 
 def grad_update(loss: Tensor) -> Code:
@@ -20,25 +20,24 @@ def grad_update(loss: Tensor) -> Code:
     return loss.forward + loss.backprop
 
 
-def sgd_one(p: Tensor, *, learning_rate: Any, momentum: float = 0.0,
-            weight_decay: float = 0.0, nesterov: bool = False) -> Code:
-    """One parameter's SGD step (OCANNL `sgd_one`)."""
-    lr = learning_rate if isinstance(learning_rate, Tensor) else lift(learning_rate)
-    delta = node("sgd_delta")
-    code = accum(delta, "=:", prim("add", p.grad, prim("mul", float(weight_decay), p)))
+@cd
+def sgd_one(p, learning_rate, momentum=0.0, weight_decay=0.0, nesterov=False):
+    """One parameter's SGD step (OCANNL `sgd_one`): weight decay, momentum, Nesterov."""
+    {sgd_delta}[...] = p.grad
+    if weight_decay != 0.0:
+        sgd_delta += weight_decay * p
     if momentum > 0.0:
-        mom = node("sgd_momentum")
-        code += accum(mom, "=:", prim("add", prim("mul", float(momentum), mom), delta))
+        {sgd_momentum}[...] = momentum * sgd_momentum + sgd_delta
         if nesterov:
-            code += accum(delta, "=+", prim("mul", float(momentum), mom))
+            sgd_delta += momentum * sgd_momentum
         else:
-            code += accum(delta, "=:", mom)
-    return code + accum(p, "=-", prim("mul", lr, delta))
+            sgd_delta[...] = sgd_momentum
+    p -= learning_rate * sgd_delta
 
 
 def sgd_update(loss: Tensor, *, learning_rate: Any, momentum: float = 0.0,
                weight_decay: float = 0.0, nesterov: bool = False) -> Code:
     """SGD updates of every parameter of the loss (run after `grad_update(loss)`)."""
-    return concat(sgd_one(p, learning_rate=learning_rate, momentum=momentum,
+    return concat(sgd_one(p, learning_rate, momentum=momentum,
                           weight_decay=weight_decay, nesterov=nesterov)
                   for p in loss.params())
