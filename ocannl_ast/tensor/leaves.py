@@ -73,7 +73,7 @@ def ndarray(values: Any, *, batch_axes: int = 0, input_axes: int = 0,
             label: str | None = None) -> Tensor:
     """Non-differentiable constant data. Example: ``ndarray([(1, 2), (3, 4)])`` has shape
     ``2->2``... as OCANNL's `[ (1, 2); (3, 4) ]`: outputs 2, inputs 2."""
-    arr, nb, no, ni = literal_array(values, batch_axes, input_axes)
+    arr, nb, no, _ni = literal_array(values, batch_axes, input_axes)
     dims = arr.shape
     shape = Shape.make(label or "ndarray", batch_dims=dims[:nb], output_dims=dims[nb:nb + no],
                        input_dims=dims[nb + no:], is_terminal=True)
@@ -111,7 +111,7 @@ def param(name: str, *, output_dims: DimsArg = None, input_dims: DimsArg = None,
     """
     if isinstance(init, np.ndarray | list | tuple) and output_dims is None and \
             input_dims is None and batch_dims is None:
-        arr, nb, no, ni = literal_array(init)
+        arr, nb, no, _ni = literal_array(init)
         d = arr.shape
         batch_dims, output_dims, input_dims = d[:nb], d[nb:nb + no], d[nb + no:]
         init = arr

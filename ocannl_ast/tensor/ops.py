@@ -18,11 +18,11 @@ from ..infer.logic import BatchSlice, Compose, Einsum, Logic, Pointwise, Transpo
 from ..infer.projections import fresh_symbol
 from ..infer.spec_parser import parse_spec
 from ..lowering.loop_ir import Symbol
+from ..rewrite import make_decorator
 from .builders import PrimCall, accum, prim
 from .code import CheckItem, Code, NodeRef
 from .leaves import ndarray, number
 from .tensor import Tensor, alias, current_record, make_op
-from ..rewrite import make_decorator
 
 cd = make_decorator("cd", "ocannl_ast.tensor.dsl")
 

@@ -4,6 +4,9 @@ weight decay, momentum and Nesterov momentum, written as assignment code.
 Input: a scalar loss tensor. Output: Code for `Context.compile`.
 """
 
+# Written in the @cd dialect: names declared inline ({sgd_delta}) exist after rewriting.
+# ruff: noqa: F821
+
 from __future__ import annotations
 
 from typing import Any

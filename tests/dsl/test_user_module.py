@@ -58,7 +58,7 @@ def test_named_index_matmul_and_gradient() -> None:
     loss, pa, pb = loss_of(a0, b0)
     val, (ga, gb) = oc.value_and_grad(loss, [pa, pb], precision="float64")
     np.testing.assert_allclose(val, ((a0 @ b0) * wts).sum())
-    f = lambda a: float(oc.eval(loss_of(a, b0)[0], precision="float64"))  # noqa: E731
+    f = lambda a: float(oc.eval(loss_of(a, b0)[0], precision="float64"))
     np.testing.assert_allclose(ga, _fd(f, a0), rtol=1e-5, atol=1e-7)
     np.testing.assert_allclose(gb, a0.T @ wts, rtol=1e-6)
 
@@ -109,7 +109,7 @@ def test_custom_unary_op_matches_finite_differences() -> None:
     loss, p = loss_of(x0)
     val, (g,) = oc.value_and_grad(loss, [p], precision="float64")
     np.testing.assert_allclose(val, (x0 ** 3 * wts).sum())
-    f = lambda x: float(oc.eval(loss_of(x)[0], precision="float64"))  # noqa: E731
+    f = lambda x: float(oc.eval(loss_of(x)[0], precision="float64"))
     np.testing.assert_allclose(g, _fd(f, x0), rtol=1e-6)
     np.testing.assert_allclose(g, 3 * x0 ** 2 * wts, rtol=1e-10)
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from golden_util import assert_golden
 
 import ocannl_ast as oc
-from golden_util import assert_golden
 from ocannl_ast.lowering.asgn_print import print_asgn
 from ocannl_ast.lowering.loop_print import print_program
 from ocannl_ast.tensor.code import materialize
