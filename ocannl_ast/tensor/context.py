@@ -18,6 +18,7 @@ from ..errors import OcannlError, RuntimeDataError
 from ..lowering import assignments as A
 from ..lowering.loop_ir import BinOp, Buffer, LoopProgram, Precision
 from ..lowering.lower import free_symbols, lower
+from ..lowering.simplify import fold_zero_fills
 from ..lowering.threefry import threefry4x32
 from .code import Code, FetchItem, NodeRef, concat, materialize
 from .tensor import Init, Tensor
@@ -121,7 +122,7 @@ class Context:
             shapes.update({id(s.shape): s.shape for s in _init_deps(t)})
         if shapes:
             next(iter(shapes.values())).solver.close(list(shapes.values()))
-        asgn = materialize(c)
+        asgn = fold_zero_fills(materialize(c))
         prog = self._lower(asgn, name or f"routine_{next(_routine_ids)}")
         return prog, asgn, _held_out(tensors)
 

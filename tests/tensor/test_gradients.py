@@ -560,3 +560,17 @@ def test_float32_gradients_close_to_float64() -> None:
         ref_g = (1 - np.tanh(a) ** 2) * np.exp(a) + np.tanh(a) * np.exp(a)
         np.testing.assert_allclose(g, ref_g, rtol=tol, atol=tol)
         assert _scalar(value) == pytest.approx(float((np.tanh(a) * np.exp(a)).sum()), rel=tol)
+
+
+@pytest.mark.parametrize("name", ["lt", "le", "eq", "ne"])
+def test_comparison_result_not_differentiable(name: str) -> None:
+    a = P(np.array([1.0, 2.0])).make("a", np.array([1.0, 2.0]))
+    b = P(np.array([2.0, 2.0])).make("b", np.array([2.0, 2.0]))
+    loss = oc.einsum("i=>", getattr(oc, name)(a, b))
+    with pytest.raises(oc.OcannlError):
+        oc.value_and_grad(loss, [a, b], precision="float64")
+    # its value is still computed
+    np.testing.assert_array_equal(
+        oc.eval(loss, precision="float64").reshape(()),
+        float(getattr(np, {"lt": "less", "le": "less_equal", "eq": "equal",
+                           "ne": "not_equal"}[name])([1.0, 2.0], [2.0, 2.0]).sum()))

@@ -79,7 +79,7 @@ def _shared_np(p: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def test_shared_subexpression_values() -> None:
-    p, x, y, z, loss = _shared_graph()
+    _p, x, y, z, _loss = _shared_graph()
     ctx = oc.Context(precision="float64")
     ctx.compile(z.forward)()
     xr, yr, zr = _shared_np(P0)
@@ -101,7 +101,7 @@ def test_shared_subexpression_forward_code_once_each() -> None:
 
 
 def test_shared_subexpression_gradient() -> None:
-    p, x, y, z, loss = _shared_graph()
+    p, _x, _y, _z, loss = _shared_graph()
     value, (gp,) = oc.value_and_grad(loss, [p], precision="float64")
 
     def f(q: np.ndarray) -> float:
@@ -114,7 +114,7 @@ def test_shared_subexpression_gradient() -> None:
 
 
 def test_shared_subexpression_backprop_contributions() -> None:
-    p, x, y, z, loss = _shared_graph()
+    p, x, _y, _z, loss = _shared_graph()
     bp = loss.backprop
     # x.grad gets four contributions: two from y = x + x, two from x * x; p.grad one
     assert len(_writes(bp, x, "grad")) == 5  # one zero fill + four accumulations
@@ -139,7 +139,7 @@ def test_shared_subexpression_with_two_roots() -> None:
 
 
 def test_backprop_twice_does_not_accumulate() -> None:
-    p, x, y, z, loss = _shared_graph()
+    p, _x, _y, _z, loss = _shared_graph()
     ctx = oc.Context(precision="float64")
     r = ctx.compile(oc.grad_update(loss))
     r()
@@ -338,7 +338,7 @@ def test_random_init_bit_identical_across_processes(tmp_path: Path) -> None:
     first, second, other = run(3), run(3), run(4)
     assert first == second
     assert first != other
-    w_hex, b_hex = first.split()
+    w_hex, _b_hex = first.split()
     w = np.frombuffer(bytes.fromhex(w_hex), dtype=np.float32)
     assert w.size == 12 and (np.abs(w) <= 1.0).all()
 

@@ -174,7 +174,7 @@ def test_learning_rate_term_schedule() -> None:
 
 
 def test_learning_rate_term_unset_raises() -> None:
-    w, b, loss = _model()
+    _w, _b, loss = _model()
     lr = oc.term("lr", batch_dims=[], input_dims=[], output_dims=[1])
     ctx = oc.Context()
     step = ctx.compile([oc.grad_update(loss), oc.sgd_update(loss, learning_rate=lr)])
@@ -183,7 +183,7 @@ def test_learning_rate_term_unset_raises() -> None:
 
 
 def test_two_contexts_train_independently() -> None:
-    w, b, loss = _model()
+    w, _b, loss = _model()
     code = [oc.grad_update(loss), oc.sgd_update(loss, learning_rate=0.05, momentum=0.9)]
     c1, c2 = oc.Context(precision="float64"), oc.Context(precision="float64")
     s1, s2 = c1.compile(code), c2.compile(code)
