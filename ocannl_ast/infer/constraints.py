@@ -1,5 +1,6 @@
 """Shape constraints (seed 002): equalities and broadcast inequalities over dims and rows,
-plus the Total_elems row constraint. Each carries the origin that produced it.
+plus the Total_elems row constraint and the at-least bound of fixed indices. Each carries
+the origin that produced it.
 
 Input: emitted by `infer.shape_logic`. Output: consumed by `infer.solver`.
 """
@@ -83,4 +84,13 @@ class TotalElems:
     origin: Origin = field(default=NO_ORIGIN, compare=False)
 
 
-Constraint = DimEq | RowEq | DimIneq | RowIneq | TotalElems
+@dataclass(frozen=True, slots=True)
+class DimAtLeast:
+    """The dim has at least `n` positions: an einsum fixed index `n - 1` addresses it."""
+
+    d: DimTerm
+    n: int
+    origin: Origin = field(default=NO_ORIGIN, compare=False)
+
+
+Constraint = DimEq | RowEq | DimIneq | RowIneq | TotalElems | DimAtLeast

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from ..errors import ShapeError
 from ..lowering.loop_ir import Symbol
-from .constraints import Constraint, Origin, RowEq, RowIneq
+from .constraints import Constraint, DimAtLeast, Origin, RowEq, RowIneq
 from .shape import Shape
 from .solver import Solver
 from .spec_ast import Affine, AxisSpec, Concat, EinsumSpec, FixedIndex, Label, RowSpec, Wildcard
@@ -140,6 +140,7 @@ class _SpecVars:
         self.solver = solver
         self.labels: dict[str, DimVar] = {}
         self.rows: dict[str, RowVar] = {}
+        self.fixed: list[tuple[DimVar, int]] = []  #: fixed-index axes and their index
 
     def label(self, name: str) -> DimVar:
         if name not in self.labels:
@@ -150,7 +151,11 @@ class _SpecVars:
         match ax:
             case Label(name=n):
                 return self.label(n)
-            case FixedIndex() | Wildcard():
+            case FixedIndex(value=c):
+                v = self.solver.fresh_dim("_")
+                self.fixed.append((v, c))
+                return v
+            case Wildcard():
                 return self.solver.fresh_dim("_")
             case Affine(stride=st, over=over, offset=off, conv=conv):
                 cp = None
@@ -162,16 +167,23 @@ class _SpecVars:
             case _:
                 raise AssertionError(ax)
 
-    def row(self, spec: RowSpec | None) -> Row:
+    def row(self, spec: RowSpec | None, kind: Kind) -> Row:
         if spec is None:
             return Row.closed(())
         beg = tuple(self.axis(a) for a in spec.beg)
         end = tuple(self.axis(a) for a in spec.end)
         if spec.var is None:
             return Row.closed(beg + end)
-        if spec.var not in self.rows:
-            self.rows[spec.var] = self.solver.fresh_row()
-        return Row.open(self.rows[spec.var], beg, end)
+        key = row_var_key(spec.var, kind)
+        if key not in self.rows:
+            self.rows[key] = self.solver.fresh_row()
+        return Row.open(self.rows[key], beg, end)
+
+
+def row_var_key(name: str, kind: Kind) -> str:
+    """As in OCANNL, the ellipsis `...` is a different row variable in each row kind (batch,
+    input, output); a named `..v..` is one variable wherever it appears."""
+    return f"...{kind.value}" if name == "..." else name
 
 
 def _einsum_constraints(spec: EinsumSpec, solver: Solver, result: Shape, operands: list[Shape],
@@ -184,5 +196,7 @@ def _einsum_constraints(spec: EinsumSpec, solver: Solver, result: Shape, operand
     for sh, ss in [(result, spec.result), *zip(operands, spec.operands, strict=True)]:
         for kind, rs in ((_B, ss.batch), (_O, ss.output), (_I, ss.input)):
             where = f"{sh.label}.{kind.value} vs spec"
-            out.append(RowEq(sh.row(kind), sv.row(rs), origin.at(where)))
+            out.append(RowEq(sh.row(kind), sv.row(rs, kind), origin.at(where)))
+    for v, c in sv.fixed:
+        out.append(DimAtLeast(v, c + 1, origin.at(f"fixed index {c}")))
     return out

@@ -14,8 +14,19 @@ from dataclasses import dataclass
 from ..errors import ShapeError
 from ..lowering.assignments import Projections
 from ..lowering.loop_ir import IndexExpr, Symbol
-from .logic import BatchSlice, Compose, Einsum, Logic, Pointwise, Terminal, Transpose, logic_name
+from .logic import (
+    BatchSlice,
+    Compose,
+    Einsum,
+    Logic,
+    Pointwise,
+    Terminal,
+    Transpose,
+    logic_name,
+    row_var_key,
+)
 from .spec_ast import Affine, AxisSpec, Concat, FixedIndex, Label, RowSpec, ShapeSpec, Wildcard
+from .terms import Kind
 
 ShapeDims = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]  # batch, output, input
 
@@ -144,8 +155,9 @@ class _Derivation:
     def einsum(self, specs: list[ShapeSpec]) -> None:
         segments: dict[str, list[tuple[int, ...]]] = {}
         for ids, ss in zip(self.ids, specs, strict=True):
-            for rs, row in ((ss.batch, ids[0]), (ss.output, ids[1]), (ss.input, ids[2])):
-                self.match_row(rs, row, segments)
+            for rs, row, kind in ((ss.batch, ids[0], Kind.BATCH), (ss.output, ids[1], Kind.OUTPUT),
+                                  (ss.input, ids[2], Kind.INPUT)):
+                self.match_row(rs, row, kind, segments)
         for group in self.labels.values():
             for x in group[1:]:
                 self.uf.union(group[0], x)
@@ -156,7 +168,7 @@ class _Derivation:
                                      f"covers {len(segs[0])} and {len(s)} axes")
                 self.equal(segs[0], s)
 
-    def match_row(self, rs: RowSpec | None, row: tuple[int, ...],
+    def match_row(self, rs: RowSpec | None, row: tuple[int, ...], kind: Kind,
                   segments: dict[str, list[tuple[int, ...]]]) -> None:
         if rs is None:
             rs = RowSpec((), None, ())
@@ -167,7 +179,7 @@ class _Derivation:
         for ax, i in zip(rs.beg + rs.end, row[:nb] + row[len(row) - ne:], strict=True):
             self.axis(ax, i)
         if rs.var is not None:
-            segments.setdefault(rs.var, []).append(row[nb:len(row) - ne])
+            segments.setdefault(row_var_key(rs.var, kind), []).append(row[nb:len(row) - ne])
 
     def axis(self, ax: AxisSpec, i: int) -> None:
         match ax:

@@ -8,15 +8,25 @@ Input: constraints from `infer.shape_logic`. Output: substitutions read through
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable
-from typing import Protocol
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
 
 from ..errors import ShapeError
-from .constraints import Constraint, DimEq, DimIneq, Origin, RowEq, RowIneq, TotalElems
+from .constraints import (
+    Constraint,
+    DimAtLeast,
+    DimEq,
+    DimIneq,
+    Origin,
+    RowEq,
+    RowIneq,
+    TotalElems,
+)
 from .terms import AffineDim, ConvPart, Dim, DimTerm, DimVar, Row, RowVar, dim_size, show_dim
 
 MAX_RANK = 64  #: a row longer than this means a row-rank cycle
-MAX_STEPS = 1_000_000  #: a safety net against non-termination
+MAX_STEPS = 1_000_000  #: a safety net against non-termination (per `add` / `close`)
+_MISSING = object()
 
 
 class ClosableShape(Protocol):
@@ -48,9 +58,46 @@ class Solver:
         self.rows: dict[int, Row] = {}
         self._queue: deque[Constraint] = deque()
         self._stuck: dict[int, Constraint] = {}
-        self._watch: dict[tuple[str, int], set[int]] = {}
+        self._watch: dict[tuple[str, int], frozenset[int]] = {}
         self._next_cid = 0
         self._steps = 0
+        #: undo log of the running `add` / `close`: a failed call leaves no trace
+        self._trail: list[tuple[dict[Any, Any], Any, Any]] | None = None
+
+    # ---- transactions ----------------------------------------------------------------
+
+    def _put(self, table: dict[Any, Any], key: Any, value: Any) -> None:
+        if self._trail is not None:
+            self._trail.append((table, key, table.get(key, _MISSING)))
+        table[key] = value
+
+    def _take(self, table: dict[Any, Any], key: Any) -> Any:
+        if key not in table:
+            return None
+        if self._trail is not None:
+            self._trail.append((table, key, table[key]))
+        return table.pop(key)
+
+    def _atomically(self, fn: Callable[[], None]) -> None:
+        """Run `fn`; if it raises, undo every change it made (a failed operation must not
+        poison the shared solver with its half-processed constraints)."""
+        if self._trail is not None:
+            fn()
+            return
+        self._trail = []
+        self._steps = 0
+        try:
+            fn()
+        except BaseException:
+            self._queue.clear()
+            for table, key, old in reversed(self._trail):
+                if old is _MISSING:
+                    table.pop(key, None)
+                else:
+                    table[key] = old
+            raise
+        finally:
+            self._trail = None
 
     # ---- variables and substitution ------------------------------------------------
 
@@ -71,7 +118,8 @@ class Solver:
                 if i not in self.dims:
                     return d
                 r = self.subst_dim(self.dims[i])
-                self.dims[i] = r
+                if r != self.dims[i]:
+                    self._put(self.dims, i, r)
                 return r
             case AffineDim(stride=st, over=over, offset=off, conv=conv):
                 over2 = self.subst_dim(over)
@@ -98,9 +146,15 @@ class Solver:
     # ---- the worklist --------------------------------------------------------------
 
     def add(self, constraints: Iterable[Constraint]) -> None:
-        """Add constraints and propagate to a fixpoint (raises ShapeError on conflict)."""
-        self._queue.extend(constraints)
-        self.run()
+        """Add constraints and propagate to a fixpoint (raises ShapeError on conflict, and
+        then leaves the solver as it was before the call)."""
+        cs = list(constraints)
+
+        def go() -> None:
+            self._queue.extend(cs)
+            self.run()
+
+        self._atomically(go)
 
     def run(self) -> None:
         while self._queue:
@@ -114,13 +168,13 @@ class Solver:
     def _stash(self, c: Constraint) -> None:
         cid = self._next_cid
         self._next_cid += 1
-        self._stuck[cid] = c
+        self._put(self._stuck, cid, c)
         for key in self._vars_of(c):
-            self._watch.setdefault(key, set()).add(cid)
+            self._put(self._watch, key, self._watch.get(key, frozenset()) | {cid})
 
     def _wake(self, key: tuple[str, int]) -> None:
-        for cid in self._watch.pop(key, ()):
-            c = self._stuck.pop(cid, None)
+        for cid in sorted(self._take(self._watch, key) or ()):
+            c = self._take(self._stuck, cid)
             if c is not None:
                 self._queue.append(c)
 
@@ -135,6 +189,8 @@ class Solver:
                 _row_vars(self.subst_row(b), out)
             case TotalElems(row=r):
                 _row_vars(self.subst_row(r), out)
+            case DimAtLeast(d=d):
+                _dim_vars(self.subst_dim(d), out)
             case _:
                 raise AssertionError(c)
         return out
@@ -151,7 +207,7 @@ class Solver:
         _dim_vars(t, occ)
         if ("d", v.id) in occ:
             raise _conflict(origin, f"dimension {show_dim(v)} would contain itself")
-        self.dims[v.id] = t
+        self._put(self.dims, v.id, t)
         self._wake(("d", v.id))
 
     def _bind_row(self, v: RowVar, r: Row, origin: Origin) -> None:
@@ -161,7 +217,7 @@ class Solver:
             raise _conflict(origin, "row-rank cycle: a row would contain itself plus more axes")
         if r.known_len > MAX_RANK:
             raise _conflict(origin, f"row-rank cycle: a row grew beyond {MAX_RANK} axes")
-        self.rows[v.id] = r
+        self._put(self.rows, v.id, r)
         self._wake(("r", v.id))
 
     # ---- processing one constraint -------------------------------------------------
@@ -174,14 +230,35 @@ class Solver:
             case DimIneq(cur=a, subr=b, origin=o):
                 return self._dim_ineq(self.subst_dim(a), self.subst_dim(b), o)
             case RowEq(a=a, b=b, origin=o):
-                self._row_eq(self.subst_row(a), self.subst_row(b), o)
+                self._row_eq(*self._rank_checked(o, a, b), o)
                 return True
             case RowIneq(cur=a, subr=b, origin=o):
-                return self._row_ineq(self.subst_row(a), self.subst_row(b), o)
+                return self._row_ineq(*self._rank_checked(o, a, b), o)
             case TotalElems(row=r, n=n, origin=o):
                 return self._total_elems(self.subst_row(r), n, o)
+            case DimAtLeast(d=d, n=n, origin=o):
+                return self._dim_at_least(self.subst_dim(d), n, o)
             case _:
                 raise AssertionError(c)
+
+    def _rank_checked(self, o: Origin, *rows: Row) -> list[Row]:
+        """Substituted rows; one longer than MAX_RANK can only come from a row-rank cycle
+        (rows that must each have more axes than the other), which would grow forever."""
+        out = [self.subst_row(r) for r in rows]
+        if any(r.known_len > MAX_RANK for r in out):
+            raise _conflict(o, f"row-rank cycle: a row grew beyond {MAX_RANK} axes")
+        return out
+
+    def _dim_at_least(self, d: DimTerm, n: int, o: Origin) -> bool:
+        """A fixed index `n - 1` reads or writes this axis: it needs at least n positions."""
+        if isinstance(d, DimVar):
+            return False
+        size = dim_size(d)
+        if size is None:
+            return True  # an affine dim: its size is checked by the projections
+        if size < n:
+            raise _conflict(o, f"fixed index {n - 1} is out of range for dimension {size}")
+        return True
 
     def _dim_eq(self, a: DimTerm, b: DimTerm, o: Origin) -> bool:
         if a == b:
@@ -338,14 +415,18 @@ class Solver:
         interiors down to dimension 1 / no more axes (seed 002). A parameter whose dims
         nothing determines is a ShapeError naming it."""
         shapes = list(shapes)
-        for _ in range(10_000):
-            self.run()
-            rows, dims = self._unsolved(shapes)
-            if not rows and not dims:
-                return
-            if not self._close_step(shapes, rows, dims):
-                raise ShapeError("internal: closing made no progress")
-        raise ShapeError("shape closing did not terminate")
+
+        def go() -> None:
+            for _ in range(10_000):
+                self.run()
+                rows, dims = self._unsolved(shapes)
+                if not rows and not dims:
+                    return
+                if not self._close_step(shapes, rows, dims):
+                    raise ShapeError("internal: closing made no progress")
+            raise ShapeError("shape closing did not terminate")
+
+        self._atomically(go)
 
     def _unsolved(
         self, shapes: list[ClosableShape]
@@ -402,14 +483,25 @@ class Solver:
             for v in interior_dims:
                 self._bind_dim(DimVar(v), Dim(1), o)
             return True
+        at_least = self._at_least_bounds()
         for v in sorted(leaf_dims):
             params = [s.label for s in dims[v] if s.is_param]
-            if params:
+            if params and v not in at_least:
                 raise ShapeError(f"parameter '{params[0]}': a dimension is not determined by "
                                  "any use; pass its dims explicitly")
         for v in sorted(dims):
-            self._bind_dim(DimVar(v), Dim(1), o)
+            self._bind_dim(DimVar(v), Dim(at_least.get(v, 1)), o)
         return bool(dims)
+
+    def _at_least_bounds(self) -> dict[int, int]:
+        """Unsolved dim variables read or written at a fixed index: the size they need."""
+        out: dict[int, int] = {}
+        for c in self._stuck.values():
+            if isinstance(c, DimAtLeast):
+                d = self.subst_dim(c.d)
+                if isinstance(d, DimVar):
+                    out[d.id] = max(out.get(d.id, 1), c.n)
+        return out
 
     def _row_lub_len(self, v: int, seen: frozenset[int] = frozenset()) -> int | None:
         """How many axes a leaf row variable takes when closed upward: the fewest its upper

@@ -15,7 +15,7 @@ from ..infer.logic import Logic, Pointwise, logic_name, logic_of_string, shape_c
 from ..lowering import assignments as A
 from ..lowering.loop_ir import BinOp, TernOp, UnOp
 from .code import AccumItem, Code, NodeRef, OpRecord, concat
-from .tensor import Tensor, current_record
+from .tensor import Tensor, current_record, forward_code
 
 #: accumulation operator -> (accumulator, initialize_neutral)
 ACCUM_OPS: dict[str, tuple[BinOp, bool]] = {
@@ -106,8 +106,11 @@ def accum(lhs: Any, op: str, rhs: Any, *, logic: str | None = None,
     expr = leaves.expr(rhs)
     ctx = current_record.get()
     owned = {id(t) for t in ([ctx.result, *ctx.operands] if ctx else [])}
-    pre = concat(r.tensor.embed() for r in leaves.refs
-                 if r.kind == "value" and id(r.tensor) not in owned)
+    embedded: dict[int, Tensor] = {}
+    for r in leaves.refs:
+        if r.kind == "value" and id(r.tensor) not in owned:
+            embedded.update(r.tensor.embed())
+    pre = forward_code(embedded)
     if projections is not None and logic is None:
         slots = tuple(-1 if r.slot is None else r.slot for r in (target, *leaves.refs))
         item = AccumItem(target, acc, init, expr, tuple(leaves.refs), projections, slots, label)

@@ -164,5 +164,6 @@ def range_(n: int, *, label: str | None = None) -> Tensor:
     shape = Shape.make(label or "range", batch_dims=(), output_dims=(n,), input_dims=(),
                        is_terminal=True)
     t = Tensor(label or "range", shape, Init.COMPUTED)
-    t._fwd = Code((FetchItem(NodeRef(t, "value"), RangeOverOffsets()),))
+    t._own = Code((FetchItem(NodeRef(t, "value"), RangeOverOffsets()),))
+    t._fwd = {t.id: t}
     return t

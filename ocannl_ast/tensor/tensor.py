@@ -78,7 +78,7 @@ class Tensor:
         self.alias_of: NodeRef | None = None
         self.init_value: Any = None  #: PARAM/CONST: number, ndarray or Tensor
         self.forward_root = True  #: not yet embedded in a consumer's forward code
-        self._fwd = Code()
+        self._fwd: dict[int, Tensor] = {}  #: tensors whose own code forms the forward code
         self._own = Code()  #: this tensor's own op_asn code (without embedded children)
         self.init_code = Code()  #: PARAM/CONST with a tensor-expression init: the copy
         self._grad_code: Code | None = None
@@ -115,13 +115,14 @@ class Tensor:
 
     @property
     def forward(self) -> Code:
-        """This tensor's forward code, with each not-yet-consumed child embedded once."""
-        return self._fwd
+        """This tensor's forward code, with each not-yet-consumed child embedded once, in
+        creation order (a topological order: operands are created before consumers)."""
+        return forward_code(self._fwd)
 
-    def embed(self) -> Code:
-        """Forward code to embed in a consumer: all of it the first time, then nothing."""
+    def embed(self) -> dict[int, Tensor]:
+        """Tensors whose code a consumer embeds: all of them the first time, then none."""
         if not self.forward_root or self.is_held_out:
-            return Code()
+            return {}
         self.forward_root = False
         return self._fwd
 
@@ -251,10 +252,16 @@ def make_op(name: str, logic: Logic, operands: list[Tensor], op_asn: Callable[..
     t.operands = list(operands)
     t.grad_asn = grad_asn
     t.slot = _common_slot(operands)
-    embedded = concat(o.embed() for o in operands)
+    for o in operands:
+        t._fwd.update(o.embed())
     t._own = call_asn(op_asn, t.op)
-    t._fwd = embedded + t._own
+    t._fwd[t.id] = t
     return t
+
+
+def forward_code(tensors: dict[int, Tensor]) -> Code:
+    """The own code of these tensors in creation order."""
+    return concat(tensors[i]._own for i in sorted(tensors))
 
 
 def _common_slot(operands: list[Tensor]) -> int | None:

@@ -478,3 +478,15 @@ def test_batch_slice_gradient_flows_into_row() -> None:
         expected[row] = w0.T @ (2 * h)
         np.testing.assert_allclose(ctx.get(d.grad), expected, rtol=1e-13)
         np.testing.assert_allclose(ctx.get(w.grad), np.outer(2 * h, x), rtol=1e-13)
+
+
+def test_shared_child_consumed_earlier_is_computed_before_its_readers() -> None:
+    """A child embedded by its first consumer is placed before a later reader too."""
+    p = oc.param("p", init=np.array([1.0]))
+    x = oc.exp(p)
+    a = x + 1.0
+    b = x * 2.0  # x was embedded in a; b reads it
+    out = b + a  # operands in the order b, a: x must still run first
+    ctx = oc.Context(precision="float64")
+    ctx.compile(out.forward)()
+    np.testing.assert_allclose(ctx.get(out), 3 * np.e + 1)
