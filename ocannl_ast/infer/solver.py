@@ -478,12 +478,12 @@ class Solver:
                                          "determined by any use; pass output_dims")
                 self._bind_row(RowVar(v), Row.closed(()), o)
             return True
+        at_least = self._at_least_bounds()
         interior_dims = sorted(set(dims) - leaf_dims)
         if interior_dims:
             for v in interior_dims:
-                self._bind_dim(DimVar(v), Dim(1), o)
+                self._bind_dim(DimVar(v), Dim(at_least.get(v, 1)), o)
             return True
-        at_least = self._at_least_bounds()
         for v in sorted(leaf_dims):
             params = [s.label for s in dims[v] if s.is_param]
             if params and v not in at_least:

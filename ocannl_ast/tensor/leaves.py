@@ -69,15 +69,25 @@ def literal_array(values: Any, batch_axes: int = 0,
     return np.transpose(arr, order), nb, nd - nb - ni, ni
 
 
+GRAD_SPECS = ("require", "prohibit", "if_needed")
+
+
+def _wants_grad(spec: str, default: bool) -> bool:
+    """Gradient spec of a leaf (OCANNL Require_grad / Prohibit_grad / If_needed)."""
+    if spec not in GRAD_SPECS:
+        raise OcannlError(f"grad_spec must be one of {GRAD_SPECS}, got {spec!r}")
+    return spec == "require" or (spec == "if_needed" and default)
+
+
 def ndarray(values: Any, *, batch_axes: int = 0, input_axes: int = 0,
-            label: str | None = None) -> Tensor:
+            label: str | None = None, grad_spec: str = "prohibit") -> Tensor:
     """Non-differentiable constant data. Example: ``ndarray([(1, 2), (3, 4)])`` has shape
     ``2->2``... as OCANNL's `[ (1, 2); (3, 4) ]`: outputs 2, inputs 2."""
     arr, nb, no, _ni = literal_array(values, batch_axes, input_axes)
     dims = arr.shape
     shape = Shape.make(label or "ndarray", batch_dims=dims[:nb], output_dims=dims[nb:nb + no],
                        input_dims=dims[nb + no:], is_terminal=True)
-    t = Tensor(label or "ndarray", shape, Init.CONST)
+    t = Tensor(label or "ndarray", shape, Init.CONST, diff=_wants_grad(grad_spec, False))
     t.init_value = np.ascontiguousarray(arr)
     return t
 
@@ -101,7 +111,7 @@ def _num_label(x: float) -> str:
 
 
 def param(name: str, *, output_dims: DimsArg = None, input_dims: DimsArg = None,
-          batch_dims: DimsArg = None, init: Any = None) -> Tensor:
+          batch_dims: DimsArg = None, init: Any = None, grad_spec: str = "require") -> Tensor:
     """A differentiable parameter; output/input dims left None are inferred; batch dims
     default to none (as in OCANNL: a parameter is shared across the batch). init: None
     (uniform random in [-1, 1), deterministic per seed and tensor identity), a number, an
@@ -117,7 +127,7 @@ def param(name: str, *, output_dims: DimsArg = None, input_dims: DimsArg = None,
         init = arr
     shape = Shape.make(name, batch_dims=() if batch_dims is None else batch_dims,
                        output_dims=output_dims, input_dims=input_dims, is_param=True)
-    t = Tensor(name, shape, Init.PARAM, diff=True)
+    t = Tensor(name, shape, Init.PARAM, diff=_wants_grad(grad_spec, True))
     t.init_value = init
     if isinstance(init, Tensor):
         from .builders import accum
@@ -128,11 +138,12 @@ def param(name: str, *, output_dims: DimsArg = None, input_dims: DimsArg = None,
 
 
 def term(name: str, *, output_dims: DimsArg = None, input_dims: DimsArg = None,
-         batch_dims: DimsArg = None) -> Tensor:
-    """A non-differentiable placeholder whose value the caller sets (``ctx.set``)."""
+         batch_dims: DimsArg = None, grad_spec: str = "prohibit") -> Tensor:
+    """A placeholder whose value the caller sets (``ctx.set``); with
+    ``grad_spec="require"`` backprop also computes its gradient (e.g. w.r.t. inputs)."""
     shape = Shape.make(name, batch_dims=batch_dims, output_dims=output_dims,
                        input_dims=input_dims, is_terminal=True)
-    return Tensor(name, shape, Init.CONST)
+    return Tensor(name, shape, Init.CONST, diff=_wants_grad(grad_spec, False))
 
 
 _SLOT_SUFFIXES = {"lhs": 0, "rhs1": 1, "rhs2": 2, "rhs3": 3}

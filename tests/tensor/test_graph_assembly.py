@@ -490,3 +490,16 @@ def test_shared_child_consumed_earlier_is_computed_before_its_readers() -> None:
     ctx = oc.Context(precision="float64")
     ctx.compile(out.forward)()
     np.testing.assert_allclose(ctx.get(out), 3 * np.e + 1)
+
+
+def test_grad_specs_require_and_prohibit() -> None:
+    x = oc.term("x_in", output_dims=[3], grad_spec="require")
+    w = oc.param("w_frozen", init=np.array([1.0, 2.0, 3.0]), grad_spec="prohibit")
+    loss = oc.einsum("i;i=>", x, w)
+    ctx = oc.Context(precision="float64")
+    ctx.set(x, [1.0, 1.0, 1.0])
+    ctx.compile(oc.grad_update(loss))()
+    np.testing.assert_allclose(ctx.get(x.grad), [1.0, 2.0, 3.0])
+    assert not w.diff and loss.params() == [w]
+    with pytest.raises(oc.OcannlError):
+        oc.ndarray([1.0], grad_spec="sometimes")
