@@ -35,12 +35,17 @@ class Origin:
         return Origin(self.op, self.tensors, self.span, where)
 
     def describe(self) -> str:
-        names = ", ".join(f"{t.label}: {t.describe()}" for t in self.tensors)
+        names = ", ".join(f"{t.label}: {_abbrev(t.describe())}" for t in self.tensors)
         loc = f" ({self.where})" if self.where else ""
         return f"operation '{self.op}'{loc} on [{names}]"
 
 
 NO_ORIGIN = Origin("?")
+
+
+def _abbrev(text: str, limit: int = 100) -> str:
+    """A shape description cut short (a runaway row-rank cycle has dozens of axes)."""
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 
-from ..errors import ShapeError
+from ..errors import ShapeError, user_span
 from .solver import Solver
 from .terms import Dim, DimTerm, Kind, Row, dim_size, show_dim, show_row
 
@@ -57,6 +57,8 @@ class Shape:
         self._rows = (batch, output, input_)
         self.is_param = is_param
         self.is_terminal = is_terminal or is_param
+        #: where a parameter was created: closing errors about it point there
+        self.span = user_span() if is_param else None
 
     @staticmethod
     def make(label: str, *, batch_dims: DimsArg = None, output_dims: DimsArg = None,

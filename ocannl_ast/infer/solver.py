@@ -154,7 +154,11 @@ class Solver:
             self._queue.extend(cs)
             self.run()
 
-        self._atomically(go)
+        try:
+            self._atomically(go)
+        except ShapeError as e:
+            _note_added_by(e, cs)
+            raise
 
     def run(self) -> None:
         while self._queue:
@@ -230,10 +234,10 @@ class Solver:
             case DimIneq(cur=a, subr=b, origin=o):
                 return self._dim_ineq(self.subst_dim(a), self.subst_dim(b), o)
             case RowEq(a=a, b=b, origin=o):
-                self._row_eq(*self._rank_checked(o, a, b), o)
+                self._row_eq(self._rank_checked(a, o), self._rank_checked(b, o), o)
                 return True
             case RowIneq(cur=a, subr=b, origin=o):
-                return self._row_ineq(*self._rank_checked(o, a, b), o)
+                return self._row_ineq(self._rank_checked(a, o), self._rank_checked(b, o), o)
             case TotalElems(row=r, n=n, origin=o):
                 return self._total_elems(self.subst_row(r), n, o)
             case DimAtLeast(d=d, n=n, origin=o):
@@ -241,13 +245,13 @@ class Solver:
             case _:
                 raise AssertionError(c)
 
-    def _rank_checked(self, o: Origin, *rows: Row) -> list[Row]:
-        """Substituted rows; one longer than MAX_RANK can only come from a row-rank cycle
+    def _rank_checked(self, r: Row, o: Origin) -> Row:
+        """The substituted row; one longer than MAX_RANK can only come from a row-rank cycle
         (rows that must each have more axes than the other), which would grow forever."""
-        out = [self.subst_row(r) for r in rows]
-        if any(r.known_len > MAX_RANK for r in out):
+        r = self.subst_row(r)
+        if r.known_len > MAX_RANK:
             raise _conflict(o, f"row-rank cycle: a row grew beyond {MAX_RANK} axes")
-        return out
+        return r
 
     def _dim_at_least(self, d: DimTerm, n: int, o: Origin) -> bool:
         """A fixed index `n - 1` reads or writes this axis: it needs at least n positions."""
@@ -475,20 +479,24 @@ class Solver:
                     if (sh.is_param and kind_ix == 1
                             and self.subst_row(sh.raw_rows()[1]).known_len == 0):
                         raise ShapeError(f"parameter '{sh.label}': its output dims are not "
-                                         "determined by any use; pass output_dims")
+                                         "determined by any use; pass output_dims",
+                                         getattr(sh, "span", None))
                 self._bind_row(RowVar(v), Row.closed(()), o)
             return True
         at_least = self._at_least_bounds()
         interior_dims = sorted(set(dims) - leaf_dims)
         if interior_dims:
             for v in interior_dims:
-                self._bind_dim(DimVar(v), Dim(at_least.get(v, 1)), o)
+                # v <= n means v is 1 or n; a fixed index needing more than 1 forces n
+                n = self._dim_lub(v, set()) if at_least.get(v, 1) > 1 else None
+                self._bind_dim(DimVar(v), Dim(n if n is not None else at_least.get(v, 1)), o)
             return True
         for v in sorted(leaf_dims):
-            params = [s.label for s in dims[v] if s.is_param]
+            params = [s for s in dims[v] if s.is_param]
             if params and v not in at_least:
-                raise ShapeError(f"parameter '{params[0]}': a dimension is not determined by "
-                                 "any use; pass its dims explicitly")
+                raise ShapeError(f"parameter '{params[0].label}': a dimension is not "
+                                 "determined by any use; pass its dims explicitly",
+                                 getattr(params[0], "span", None))
         for v in sorted(dims):
             self._bind_dim(DimVar(v), Dim(at_least.get(v, 1)), o)
         return bool(dims)
@@ -529,25 +537,41 @@ class Solver:
         return None if best is None else max(best, 0)
 
     def _dim_lub(self, v: int, seen: set[int]) -> int | None:
-        """Least upper bound of a dim variable from the inequalities above it (transitive)."""
-        seen.add(v)
+        """Least upper bound of a dim variable: the dims > 1 reachable upward through the
+        inequalities (v <= w <= 3); two different ones collapse it to 1. Collected over
+        the whole upward graph, so the answer does not depend on the order of the
+        constraints (a visited variable must not hide a bound reachable another way)."""
         found: set[int] = set()
-        for c in self._stuck.values():
-            if not isinstance(c, DimIneq):
-                continue
-            sub = self.subst_dim(c.subr)
-            if not (isinstance(sub, DimVar) and sub.id == v):
-                continue
-            cur = self.subst_dim(c.cur)
-            if isinstance(cur, Dim) and cur.size > 1:
-                found.add(cur.size)
-            elif isinstance(cur, DimVar) and cur.id not in seen:
-                n = self._dim_lub(cur.id, seen)
-                if n is not None and n > 1:
-                    found.add(n)
+        seen.add(v)
+        todo = [v]
+        while todo:
+            x = todo.pop()
+            for c in self._stuck.values():
+                if not isinstance(c, DimIneq):
+                    continue
+                sub = self.subst_dim(c.subr)
+                if not (isinstance(sub, DimVar) and sub.id == x):
+                    continue
+                cur = self.subst_dim(c.cur)
+                if isinstance(cur, Dim) and cur.size > 1:
+                    found.add(cur.size)
+                elif isinstance(cur, DimVar) and cur.id not in seen:
+                    seen.add(cur.id)
+                    todo.append(cur.id)
         if not found:
             return None
         return found.pop() if len(found) == 1 else 1
+
+
+def _note_added_by(e: ShapeError, cs: list[Constraint]) -> None:
+    """A conflict found in an earlier operation's pending constraint was triggered by the
+    operation being added now: name that one too, so the message shows both lines."""
+    span = next((c.origin.span for c in cs if c.origin.span is not None), None)
+    if span is None or e.span is None or (span.file, span.line) == (e.span.file, e.span.line):
+        return
+    op = next(c.origin.op for c in cs if c.origin.span is span)
+    e.message += f"\n  found while adding operation '{op}' at {span}"
+    e.args = (e._render(),)
 
 
 def _dim_vars(d: DimTerm, out: set[tuple[str, int]]) -> None:

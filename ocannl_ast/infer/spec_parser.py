@@ -7,9 +7,11 @@ Output: `EinsumSpec` / `ShapeSpec`; malformed text raises `SpecError` with the 0
 from __future__ import annotations
 
 import functools
+import os
+import sys
 from typing import NamedTuple, NoReturn
 
-from ocannl_ast.errors import SpecError
+from ocannl_ast.errors import SpecError, user_span
 from ocannl_ast.infer.spec_ast import (
     Affine,
     AxisSpec,
@@ -404,22 +406,49 @@ class _Parser:
         return self.label(tok) if tok.kind == "IDENT" else int(tok.text)
 
 
-@functools.lru_cache(maxsize=2048)
 def parse_spec(text: str) -> EinsumSpec:
-    """Parse `rhs1;rhs2;...=>lhs` (operands on the left). Raises SpecError.
+    """Parse `rhs1;rhs2;...=>lhs` (operands on the left). Raises SpecError (located at the
+    user's line when an operation of this library parses on the user's behalf).
 
     Example: ``parse_spec("ij;jk=>ik").operands[1].output`` is
     ``RowSpec((), None, (Label("j"), Label("k")))``.
     """
-    return _Parser(text).einsum()
+    try:
+        return _parse_spec(text)
+    except SpecError as e:
+        raise _located(e) from None
 
 
-@functools.lru_cache(maxsize=1024)
 def parse_shape_spec(text: str) -> ShapeSpec:
     """Parse one `batch|input->output` shape spec. Raises SpecError.
 
     Example: ``parse_shape_spec("...|i->o").batch`` is ``RowSpec((), "...", ())``.
     """
+    try:
+        return _parse_shape_spec(text)
+    except SpecError as e:
+        raise _located(e) from None
+
+
+_LIB_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _located(e: SpecError) -> SpecError:
+    """Parsing on behalf of an operation (`oc.einsum(spec, ...)`): the error also names the
+    user's line that built it. A direct call of the parser keeps the bare message."""
+    caller = sys._getframe(2).f_code.co_filename
+    if os.path.abspath(caller).startswith(_LIB_DIR):
+        e.with_span(user_span())
+    return e
+
+
+@functools.lru_cache(maxsize=2048)
+def _parse_spec(text: str) -> EinsumSpec:
+    return _Parser(text).einsum()
+
+
+@functools.lru_cache(maxsize=1024)
+def _parse_shape_spec(text: str) -> ShapeSpec:
     return _Parser(text).shape_only()
 
 

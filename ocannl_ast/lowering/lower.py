@@ -140,8 +140,11 @@ def _lower_accum(a: Accum, buffers: dict[int, Buffer]) -> Stmt:
     injective, surjective = p.lhs_injective(), p.lhs_surjective()
     stmts: list[Stmt] = []
     if a.accum == BinOp.ARG2:
-        body: Stmt = SetCell(lhs, p.lhs, val)
-        return _nest(outer + inner, body)
+        body: Stmt = _nest(outer + inner, SetCell(lhs, p.lhs, val))
+        if a.initialize_neutral and not surjective:
+            # OCANNL `=:` erases: cells the projection never writes read the neutral 0
+            return LSeq((Fill(lhs, NEUTRAL[a.accum]), body))
+        return body
     local = bool(inner) and _outer_injective(p.lhs, {s for s, _ in outer})
     # With a local accumulator every written cell is written once: only unwritten cells
     # (non-surjective map) need the neutral element.
