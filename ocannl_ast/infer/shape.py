@@ -121,6 +121,9 @@ class Shape:
         return f"{bat}|{txt}" if bat else txt
 
     def __str__(self) -> str:
+        """OCANNL notation of the inferred shape (closes it, like `.batch` / `.output`);
+        `describe()` shows the shape as inferred so far without closing."""
+        self.close()
         return self.describe()
 
     def __repr__(self) -> str:

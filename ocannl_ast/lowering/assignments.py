@@ -40,14 +40,14 @@ class Projections:
         return tuple(s for s, _ in self.product if s not in used)
 
     def lhs_injective(self) -> bool:
+        """Distinct product points write distinct LHS cells: every iterator appears in the
+        LHS map (an iterator repeated across axes, as in a diagonal write, is fine); an axis
+        combining several iterators (o + k) is conservatively not injective."""
         seen: set[Symbol] = set()
         for ix in self.lhs:
             if len(ix.terms) > 1:
                 return False
-            for _, s in ix.terms:
-                if s in seen:
-                    return False
-                seen.add(s)
+            seen.update(s for _, s in ix.terms)
         return all(s in seen for s, _ in self.product)
 
     def lhs_surjective(self) -> bool:

@@ -19,7 +19,7 @@ from .tensor import Tensor, current_record, forward_code
 
 #: accumulation operator -> (accumulator, initialize_neutral)
 ACCUM_OPS: dict[str, tuple[BinOp, bool]] = {
-    "=:": (BinOp.ARG2, False), "=+": (BinOp.ADD, False), "=-": (BinOp.SUB, False),
+    "=:": (BinOp.ARG2, True), "=+": (BinOp.ADD, False), "=-": (BinOp.SUB, False),
     "=*": (BinOp.MUL, False), "=/": (BinOp.DIV, False), "=**": (BinOp.POW, False),
     "=:+": (BinOp.ADD, True), "=:-": (BinOp.SUB, True), "=:*": (BinOp.MUL, True),
     "=:/": (BinOp.DIV, True), "=:**": (BinOp.POW, True), "=:@^": (BinOp.MAX, True),

@@ -405,9 +405,6 @@ def test_compose_gradients_match_numpy() -> None:
     close(dw, 2 * ref.T @ x)
 
 
-@pytest.mark.xfail(strict=True, reason="tensor/builders.py maps `=:` to (ARG2, "
-                   "initialize_neutral=False); in OCANNL `=:` erases cells its projection "
-                   "never writes (seed 000: the colon pre-clears a non-surjective LHS)")
 def test_plain_assignment_erases_unwritten_cells() -> None:
     from ocannl_ast.tensor.builders import accum
 

@@ -310,9 +310,6 @@ def test_non_surjective_plain_assignment_is_pre_cleared() -> None:
                                                          BinOp.ARG2, True))
 
 
-@pytest.mark.xfail(strict=True, reason="lowering/assignments.py Projections.lhs_injective "
-                   "treats an iterator repeated across LHS axes as non-injective; seed 000: "
-                   "injectivity fails exactly when a reduction axis exists")
 def test_diagonal_write_is_injective() -> None:
     p = derive_projections(einsum("i=>ii"), out(3, 3), [out(3)])
     assert p.reduction_iterators() == ()
