@@ -19,9 +19,9 @@ def _run(*args: str) -> str:
 
 def test_moons_trains_and_reproduces_bit_for_bit() -> None:
     first, second = _run(), _run()
-    acc = float(re.search(r"^accuracy: ([0-9.]+)$", first, re.M).group(1))  # type: ignore[union-attr]
+    acc = float(re.search(r"^accuracy: ([0-9.]+)$", first, re.MULTILINE).group(1))  # type: ignore[union-attr]
     assert acc >= 0.97
-    loss1 = re.search(r"^final loss: (\S+)$", first, re.M).group(1)  # type: ignore[union-attr]
-    loss2 = re.search(r"^final loss: (\S+)$", second, re.M).group(1)  # type: ignore[union-attr]
+    loss1 = re.search(r"^final loss: (\S+)$", first, re.MULTILINE).group(1)  # type: ignore[union-attr]
+    loss2 = re.search(r"^final loss: (\S+)$", second, re.MULTILINE).group(1)  # type: ignore[union-attr]
     assert loss1 == loss2
     assert first.strip().splitlines()[-1].startswith("accuracy: ")
