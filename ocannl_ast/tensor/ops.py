@@ -271,15 +271,33 @@ def relu_gate(a: Any, g: Any) -> Any:
     return _op("relu_gate", Pointwise(), _relu_gate_op, None, a, g)
 
 
-def _relu_gate_op(v: NodeRef, v1: NodeRef, v2: NodeRef, projections: Any) -> Code:
-    return accum(v, "=:", prim("relu_gate", v1, v2), projections=projections)
+@cd
+def _relu_gate_op(v, v1, v2, projections):
+    v[...] = relu_gate(v1, v2)
 
 
-def _cmp(name: str) -> Callable[[Any, Any], Tensor]:
-    def op_asn(v: NodeRef, v1: NodeRef, v2: NodeRef, projections: Any) -> Code:
-        return accum(v, "=:", prim(name, v1, v2), projections=projections)
+@cd
+def _lt_op(v, v1, v2, projections):
+    v[...] = lt(v1, v2)
 
-    def build(a: Any, b: Any) -> Tensor:
+
+@cd
+def _le_op(v, v1, v2, projections):
+    v[...] = le(v1, v2)
+
+
+@cd
+def _eq_op(v, v1, v2, projections):
+    v[...] = eq(v1, v2)
+
+
+@cd
+def _ne_op(v, v1, v2, projections):
+    v[...] = ne(v1, v2)
+
+
+def _cmp(name: str, op_asn: Asn) -> Callable[[Any, Any], Any]:
+    def build(a: Any, b: Any) -> Any:
         return _op(name, Pointwise(), op_asn, None, a, b)
 
     build.__name__ = name
@@ -287,7 +305,8 @@ def _cmp(name: str) -> Callable[[Any, Any], Tensor]:
     return build
 
 
-lt, le, eq, ne = _cmp("lt"), _cmp("le"), _cmp("eq"), _cmp("ne")
+lt, le, eq, ne = (_cmp("lt", _lt_op), _cmp("le", _le_op), _cmp("eq", _eq_op),
+                  _cmp("ne", _ne_op))
 
 
 @cd
