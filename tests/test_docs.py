@@ -9,6 +9,9 @@ Rules (also stated in docs/index.md, "About the examples"):
   it, gives the expected output; following lines that start with `#  ` continue it. The
   expected text is compared with what the statement prints, or with `str()` of its value when
   it prints nothing, after collapsing runs of whitespace. Every annotation must be checked.
+- A fenced block (any language) directly preceded by the line `<!-- output -->` is the
+  exact output of the python block before it: everything that block prints, compared after
+  collapsing runs of whitespace.
 - Code is compiled with the page's path and its real line numbers, so `@oc.op` / `@oc.cd`
   (which read their source) work and errors point at the page.
 
@@ -32,6 +35,7 @@ import pytest
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 PAGES = sorted(DOCS.glob("*.md"))
 NO_RUN = "<!-- no-run -->"
+OUTPUT = "<!-- output -->"
 _ARROW = re.compile(r"#\s?->\s?(.*)$")
 _CONT = re.compile(r"^\s*#  (.*)$")
 
@@ -43,6 +47,7 @@ class Block:
     start: int
     lines: list[str]
     skipped: bool
+    output: str | None = None  #: the `<!-- output -->` block after it, if any
 
 
 @dataclass
@@ -60,12 +65,17 @@ def blocks_of(path: Path) -> list[Block]:
     lines = path.read_text(encoding="utf-8").splitlines()
     i = 0
     while i < len(lines):
-        if lines[i].strip() == "```python":
+        if lines[i].startswith("```"):
             prev = next((x.strip() for x in reversed(lines[:i]) if x.strip()), "")
             j = i + 1
             while j < len(lines) and lines[j].strip() != "```":
                 j += 1
-            out.append(Block(i + 2, lines[i + 1:j], prev == NO_RUN))
+            body = lines[i + 1:j]
+            if lines[i].strip() == "```python":
+                out.append(Block(i + 2, body, prev == NO_RUN))
+            elif prev == OUTPUT:
+                assert out and out[-1].output is None, f"line {i + 1}: output of what?"
+                out[-1].output = "\n".join(body)
             i = j
         i += 1
     return out
@@ -144,8 +154,15 @@ def run_page(path: Path) -> tuple[int, int]:
         expected = expectations(block, tree)
         tree = ast.fix_missing_locations(_Checks(set(expected)).visit(tree))
         ns["__doc_check__"] = _checker(expected)
-        exec(compile(tree, str(path), "exec"), ns)  # noqa: S102 - the docs are ours
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            exec(compile(tree, str(path), "exec"), ns)  # noqa: S102 - the docs are ours
+        sys.stdout.write(printed.getvalue())
         ran += 1
+        if block.output is not None:
+            assert _normalize(printed.getvalue()) == _normalize(block.output), (
+                f"{path.name}:{block.start}: printed\n{printed.getvalue()}\nbut the page "
+                f"shows\n{block.output}")
         for lineno, exp in sorted(expected.items()):
             assert exp.checked, f"{path.name}:{lineno}: annotated statement never ran"
             assert not exp.failures, f"{path.name}: " + "\n".join(exp.failures)
@@ -184,6 +201,17 @@ def test_checker_rejects_unrun_annotation(tmp_path: Path) -> None:
     page = tmp_path / "dead.md"
     page.write_text("```python\nif False:\n    print(1)  # -> 1\n```\n", encoding="utf-8")
     with pytest.raises(AssertionError, match="never ran"):
+        run_page(page)
+
+
+def test_output_block_is_compared(tmp_path: Path) -> None:
+    page = tmp_path / "out.md"
+    page.write_text("```python\nprint('x  y')\n```\n\n<!-- output -->\n```text\nx y\n```\n",
+                    encoding="utf-8")
+    assert run_page(page) == (1, 0)
+    page.write_text("```python\nprint('x')\n```\n<!-- output -->\n```text\nz\n```\n",
+                    encoding="utf-8")
+    with pytest.raises(AssertionError, match="the page shows"):
         run_page(page)
 
 
