@@ -1,5 +1,6 @@
-"""The user documentation runs: every ```python block of docs/*.md executes against the
-current code, and every `# -> expected` comment matches what the statement really produces.
+"""The user documentation runs: every ```python block of docs/*.md and README.md executes
+against the current code, and every `# -> expected` comment matches what the statement
+really produces.
 
 Rules (also stated in docs/index.md, "About the examples"):
 - The blocks of one page run in order in one namespace; each page gets a fresh namespace.
@@ -32,8 +33,9 @@ from typing import Any
 
 import pytest
 
-DOCS = Path(__file__).resolve().parent.parent / "docs"
-PAGES = sorted(DOCS.glob("*.md"))
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+PAGES = [*sorted(DOCS.glob("*.md")), ROOT / "README.md"]
 NO_RUN = "<!-- no-run -->"
 OUTPUT = "<!-- output -->"
 _ARROW = re.compile(r"#\s?->\s?(.*)$")
