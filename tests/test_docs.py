@@ -106,9 +106,8 @@ def expectations(block: Block, tree: ast.Module) -> dict[int, Expected]:
                 break
             parts.append(c.group(1))
         stmt = ends.get(target)
-        if not isinstance(stmt, ast.Expr):
-            raise AssertionError(f"line {lineno}: '# ->' must annotate an expression "
-                                 "statement (on its line or the line right after it)")
+        assert isinstance(stmt, ast.Expr), (f"line {lineno}: '# ->' must annotate an "
+                                            "expression statement (on its line or the next)")
         out[stmt.lineno] = Expected(_normalize("\n".join(parts)))
     return out
 
