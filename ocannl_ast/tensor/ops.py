@@ -400,8 +400,8 @@ def _max_op1(v, v1, projections):
 
 @cd
 def _max_grad1(v, g, v1, g1, projections):
-    {ties_lhs}[...] = sum(eq(v1, v))
-    g1 += where(eq(v1, v), g / ties_lhs, 0.0)
+    {ties_lhs}[...] = sum(eq(v1, v))  # noqa: F821  (declared inline: @cd)
+    g1 += where(eq(v1, v), g / ties_lhs, 0.0)  # noqa: F821
 
 
 @cd
@@ -411,9 +411,9 @@ def _max_op2(v, v1, v2, projections):
 
 @cd
 def _max_grad2(v, g, v1, v2, g1, g2, projections):
-    {ties_lhs}[...] = sum(eq(v1 + v2, v))
-    g1 += where(eq(v1 + v2, v), g / ties_lhs, 0.0)
-    g2 += where(eq(v1 + v2, v), g / ties_lhs, 0.0)
+    {ties_lhs}[...] = sum(eq(v1 + v2, v))  # noqa: F821  (declared inline: @cd)
+    g1 += where(eq(v1 + v2, v), g / ties_lhs, 0.0)  # noqa: F821
+    g2 += where(eq(v1 + v2, v), g / ties_lhs, 0.0)  # noqa: F821
 
 
 def einsum_max(spec: str, a: Any, b: Any = None) -> Tensor:
