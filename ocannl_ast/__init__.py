@@ -11,7 +11,7 @@ from .errors import DslSyntaxError, OcannlError, RuntimeDataError, ShapeError, S
 from .rewrite import make_decorator as _make_decorator
 from .tensor import operators as _operators  # noqa: F401  (installs Python operators)
 from .tensor.code import Code, NodeRef
-from .tensor.context import Context, Routine, set_seed
+from .tensor.context import Context, Routine, default_context, set_seed
 from .tensor.leaves import batch, ndarray, node, number, param, range_, term
 from .tensor.ops import (
     batch_slice,
@@ -49,28 +49,44 @@ cd = _make_decorator("cd", "ocannl_ast.tensor.dsl")
 
 def infer_shapes(*tensors: Tensor) -> None:
     """Close the shapes of these tensors (and everything they depend on) now."""
-    shapes = {id(s.shape): s.shape for t in tensors for s in t.subgraph()}
+    from .tensor.context import init_deps
+
+    shapes = {id(s.shape): s.shape for t in tensors for u in t.subgraph()
+              for s in (u, *init_deps(u))}
     if shapes:
         next(iter(shapes.values())).solver.close(list(shapes.values()))
 
 
-def eval(tensor: Tensor, *, backend: str = "c", precision: str = "float32") -> _np.ndarray:
-    """Initialize params, run the forward code, return the value (axes batch, output, input)."""
-    ctx = Context(backend, precision=precision)
-    code = tensor.forward_all()
-    if code.items:
-        ctx.compile(code)()
-    else:
-        ctx.ensure_initialized([t for t in tensor.subgraph() if t.is_held_out])
-    return ctx.get(tensor)
+def eval(tensor: Tensor, *, ctx: Context | None = None, backend: str = "c",
+         precision: str | None = None) -> _np.ndarray:
+    """Run the forward code and return the value (axes batch, output, input), in `ctx`, by
+    default `oc.default_context(backend)`: params keep their (trained) values across calls;
+    only params that context has not initialized yet are initialized."""
+    return _context(ctx, backend, precision).eval(tensor)
 
 
-def value_and_grad(loss: Tensor, wrt: list[Tensor], *, backend: str = "c",
-                   precision: str = "float32") -> tuple[_np.ndarray, list[_np.ndarray]]:
-    """The loss value and its gradients with respect to `wrt` (params or other tensors)."""
-    ctx = Context(backend, precision=precision)
-    ctx.compile([loss.forward_all(), loss.backprop])()
-    return ctx.get(loss), [ctx.get(w.grad) for w in wrt]
+def value_and_grad(loss: Tensor, wrt: list[Tensor], *, ctx: Context | None = None,
+                   backend: str = "c", precision: str | None = None
+                   ) -> tuple[_np.ndarray, list[_np.ndarray]]:
+    """The loss value and its gradients with respect to `wrt` (params or other tensors),
+    in `ctx` (by default `oc.default_context(backend)`), with its current params. A tensor
+    the loss does not depend on gets a zero gradient."""
+    c = _context(ctx, backend, precision)
+    with c.lock:
+        c.compile([loss.forward_all(), loss.backprop])()
+        reached = {t.id for t in loss.subgraph()}
+        grads = [c.get(w.grad) if w.id in reached else _np.zeros(w.dims(), c.dtype)
+                 for w in wrt]
+        return c.get(loss), grads
+
+
+def _context(ctx: Context | None, backend: str, precision: str | None) -> Context:
+    if ctx is None:
+        return default_context(backend, precision=precision or "float32")
+    if precision is not None and ctx.precision.value != precision:
+        raise OcannlError(f"precision={precision!r} differs from the context's "
+                          f"{ctx.precision.value!r}: pass one or the other")
+    return ctx
 
 
 def render(code: Any, *, backend: str = "c", precision: str = "float32") -> str:
@@ -98,6 +114,7 @@ __all__ = [
     "cd",
     "concat",
     "cos",
+    "default_context",
     "einsum",
     "einsum_max",
     "eq",

@@ -1,6 +1,10 @@
 """Contexts and routines: compile Code into one backend function, hold the arrays, run
 parameter initialization once per context, check that nothing reads an unset tensor.
 
+Thread safety: each context has a re-entrant lock held by first-run initialization,
+routine calls, `get`, `set`, `eval` and `compile`; lowering (which closes shared shapes)
+takes one process-wide lock; `default_context` creation is locked too.
+
 Input: Code (forward, backprop, updates, @cd results). Output: callable Routines;
 host data in and out as NumPy arrays.
 """
@@ -8,6 +12,7 @@ host data in and out as NumPy arrays.
 from __future__ import annotations
 
 import itertools
+import threading
 from collections.abc import Sequence
 from typing import Any, assert_never
 
@@ -25,6 +30,9 @@ from .tensor import Init, Tensor
 
 _routine_ids = itertools.count(1)
 _seed = [0]
+_lowering_lock = threading.RLock()  #: shape closing and lowering touch shared solver state
+_defaults_lock = threading.Lock()
+_defaults: dict[tuple[str, str], Context] = {}
 
 
 def set_seed(seed: int) -> None:
@@ -68,62 +76,79 @@ class Context:
         self.arrays: dict[int, np.ndarray] = {}
         self.available: set[int] = set()
         self.initialized: set[int] = set()
+        self.lock = threading.RLock()  #: serializes init, routine calls, get/set/eval
+        self._evals: dict[int, Routine | None] = {}  #: tensor id -> its eval routine
 
     # ---- host data ---------------------------------------------------------------------
 
     def array(self, buf: Buffer) -> np.ndarray:
-        arr = self.arrays.get(buf.id)
-        if arr is None:
-            arr = np.zeros(buf.dims, dtype=self.dtype)
-            self.arrays[buf.id] = arr
-        return arr
+        with self.lock:
+            arr = self.arrays.get(buf.id)
+            if arr is None:
+                arr = np.zeros(buf.dims, dtype=self.dtype)
+                self.arrays[buf.id] = arr
+            return arr
 
     def get(self, x: Tensor | NodeRef) -> np.ndarray:
         """A copy of a tensor's value (or `t.grad`), axes batch, output, input."""
         ref = _ref_of(x)
-        ref.tensor.shape.close()
-        buf = ref.buffer()
-        if buf.id not in self.available:
-            raise RuntimeDataError(f"'{ref.tensor.label}' ({ref.kind}) has no value in this "
-                                   "context: nothing set or computed it yet")
-        return self.array(buf).copy()
+        with self.lock:
+            _close([ref.tensor])
+            buf = ref.buffer()
+            if buf.id not in self.available:
+                raise RuntimeDataError(f"'{ref.tensor.label}' ({ref.kind}) has no value in "
+                                       "this context: nothing set or computed it yet")
+            return self.array(buf).copy()
 
     def set(self, x: Tensor | NodeRef, values: Any) -> None:
         """Set a tensor's value from host data of its exact dims."""
         ref = _ref_of(x)
-        ref.tensor.shape.close()
-        buf = ref.buffer()
-        arr = np.asarray(values, dtype=self.dtype)
-        if arr.shape != buf.dims and arr.size == int(np.prod(buf.dims)) and arr.ndim <= 1:
-            arr = arr.reshape(buf.dims)
-        if arr.shape != buf.dims:
-            raise RuntimeDataError(f"'{ref.tensor.label}' has dims {buf.dims}, got data of "
-                                   f"shape {arr.shape}")
-        self.array(buf)[...] = arr
-        self.available.add(buf.id)
-        if ref.kind == "value":
-            self.initialized.add(ref.tensor.id)
+        with self.lock:
+            _close([ref.tensor])
+            buf = ref.buffer()
+            arr = np.asarray(values, dtype=self.dtype)
+            if arr.shape != buf.dims and arr.size == int(np.prod(buf.dims)) and arr.ndim <= 1:
+                arr = arr.reshape(buf.dims)
+            if arr.shape != buf.dims:
+                raise RuntimeDataError(f"'{ref.tensor.label}' has dims {buf.dims}, got data "
+                                       f"of shape {arr.shape}")
+            self.array(buf)[...] = arr
+            self.available.add(buf.id)
+            if ref.kind == "value":
+                self.initialized.add(ref.tensor.id)
+
+    def eval(self, tensor: Tensor) -> np.ndarray:
+        """Run the tensor's forward code here, with this context's current params (first
+        initializing only those not yet initialized), and return its value."""
+        with self.lock:
+            if tensor.id not in self._evals:
+                code = tensor.forward_all()
+                self._evals[tensor.id] = (self.compile(code, name=f"eval_{tensor.id}")
+                                          if code.items else None)
+            routine = self._evals[tensor.id]
+            if routine is not None:
+                routine()
+            else:
+                self.ensure_initialized([tensor])
+            return self.get(tensor)
 
     # ---- compiling -----------------------------------------------------------------------
 
     def compile(self, code: Any, *, name: str | None = None) -> Routine:
         """One backend routine for the whole code sequence."""
-        prog, asgn, held = self.lower_code(code, name=name)
-        return Routine(self, prog, self.backend.compile(prog), asgn, held)
+        with self.lock:
+            prog, asgn, held = self.lower_code(code, name=name)
+            return Routine(self, prog, self.backend.compile(prog), asgn, held)
 
     def lower_code(self, code: Any, *, name: str | None = None
                    ) -> tuple[LoopProgram, A.Asgn, list[Tensor]]:
         """Close the shapes the code touches, derive projections, lower to loop IR."""
         c = as_code(code)
         tensors = c.tensors()
-        held = [t for t in tensors if t.is_held_out or t.alias_of is not None]
-        shapes = {id(t.shape): t.shape for t in tensors}
-        for t in held:
-            shapes.update({id(s.shape): s.shape for s in _init_deps(t)})
-        if shapes:
-            next(iter(shapes.values())).solver.close(list(shapes.values()))
-        asgn = fold_zero_fills(materialize(c))
-        prog = self._lower(asgn, name or f"routine_{next(_routine_ids)}")
+        with _lowering_lock:
+            _close([*tensors, *(d for t in _held_out(tensors) for d in init_deps(t))])
+            asgn = fold_zero_fills(materialize(c))
+            prog = self._lower(asgn, name or f"routine_{next(_routine_ids)}")
         return prog, asgn, _held_out(tensors)
 
     def _lower(self, asgn: A.Asgn, name: str) -> LoopProgram:
@@ -132,19 +157,40 @@ class Context:
         return LoopProgram(prog.name, prog.buffers, statics, prog.body, prog.precision)
 
     def ensure_initialized(self, tensors: Sequence[Tensor]) -> None:
-        """Run the init routine for held-out tensors not yet initialized in this context."""
-        todo = [t for t in tensors if t.id not in self.initialized]
-        if not todo:
-            return
-        device: list[Code] = []
-        for t in todo:
-            device.append(self._init_one(t))
-        code = concat(device)
-        if code.items:
-            self.compile(code, name=f"init_{next(_routine_ids)}").run_unchecked()
-        for t in todo:
-            self.initialized.add(t.id)
-            self.available.add(t.buffer("value").id)
+        """Initialize the held-out tensors not yet initialized in this context, after
+        whatever their initializers read (a param initialized from another param or from
+        constant data). Terms (data the caller sets) are left to the routine's read check."""
+        with self.lock:
+            todo = self._init_order(tensors)
+            if not todo:
+                return
+            code = concat(self._init_one(t) for t in todo)
+            if code.items:
+                self.compile(code, name=f"init_{next(_routine_ids)}").run_unchecked()
+            for t in todo:
+                self.initialized.add(t.id)
+                self.available.add(t.buffer("value").id)
+
+    def _init_order(self, tensors: Sequence[Tensor]) -> list[Tensor]:
+        """The tensors to initialize, each after the held-out tensors its init reads."""
+        order: dict[int, Tensor] = {}
+
+        def visit(t: Tensor, reader: Tensor | None) -> None:
+            if t.id in self.initialized or t.id in order:
+                return
+            if _is_term(t):
+                if reader is not None:
+                    raise RuntimeDataError(
+                        f"'{reader.label}' is initialized from '{t.label}', which has no "
+                        "value in this context: set it with ctx.set(...) first")
+                return
+            for d in _held_out(init_deps(t, transitive=False)):
+                visit(d, t)
+            order[t.id] = t
+
+        for t in tensors:
+            visit(t, None)
+        return list(order.values())
 
     def _init_one(self, t: Tensor) -> Code:
         buf = NodeRef(t, "value")
@@ -156,7 +202,7 @@ class Context:
         if isinstance(v, int | float):
             return Code((FetchItem(buf, A.ConstantFill(float(v))),))
         if isinstance(v, np.ndarray):
-            t.shape.close()
+            _close([t])
             self.set(t, v.reshape(t.dims()) if v.size == int(np.prod(t.dims())) else v)
             return Code()
         if v is None and t.init is Init.PARAM:
@@ -165,12 +211,45 @@ class Context:
                                "running code that reads it")
 
 
-def _init_deps(t: Tensor) -> list[Tensor]:
-    v = t.init_value
-    return v.subgraph() if isinstance(v, Tensor) else []
+def default_context(backend: str = "c", *, precision: str = "float32") -> Context:
+    """The process-wide context of a backend (and precision) that `oc.eval` and
+    `oc.value_and_grad` use when given no `ctx`: params keep their values across calls."""
+    key = (backend, Precision(precision).value)
+    with _defaults_lock:
+        ctx = _defaults.get(key)
+        if ctx is None:
+            ctx = _defaults[key] = Context(backend, precision=precision)
+        return ctx
 
 
-def _held_out(tensors: list[Tensor]) -> list[Tensor]:
+def _close(tensors: Sequence[Tensor]) -> None:
+    """Close the shapes of these tensors (under the process-wide lowering lock)."""
+    shapes = {id(t.shape): t.shape for t in tensors}
+    if shapes:
+        with _lowering_lock:
+            next(iter(shapes.values())).solver.close(list(shapes.values()))
+
+
+def _is_term(t: Tensor) -> bool:
+    """Data the caller sets (`oc.term`): held out with nothing to initialize it from."""
+    return t.init is Init.CONST and t.init_value is None and t.alias_of is None
+
+
+def init_deps(t: Tensor, *, transitive: bool = True) -> list[Tensor]:
+    """Every tensor the initializer of `t` reads (through nested tensor-initialized params
+    too when `transitive`), in creation order."""
+    out: dict[int, Tensor] = {}
+    stack = [t.init_value] if isinstance(t.init_value, Tensor) else []
+    while stack:
+        for s in stack.pop().subgraph():
+            if s.id not in out:
+                out[s.id] = s
+                if transitive and isinstance(s.init_value, Tensor):
+                    stack.append(s.init_value)
+    return sorted(out.values(), key=lambda s: s.id)
+
+
+def _held_out(tensors: Sequence[Tensor]) -> list[Tensor]:
     out: dict[int, Tensor] = {}
     for t in tensors:
         base = t.alias_of.tensor if t.alias_of is not None else t
@@ -207,18 +286,20 @@ class Routine:
 
     def __call__(self, *args: int, **kwargs: int) -> None:
         statics = self._statics(args, dict(kwargs))
-        self.ctx.ensure_initialized(self.held_out)
-        missing = self.needs - self.ctx.available
-        if missing:
-            names = sorted(b.name for b in self.prog.buffers if b.id in missing)
-            raise RuntimeDataError(f"routine {self.prog.name} reads {', '.join(names)}, which "
-                                   "nobody set or computed in this context")
-        self.compiled(self.arrays, statics)
-        self.ctx.available |= self.writes
+        with self.ctx.lock:
+            self.ctx.ensure_initialized(self.held_out)
+            missing = self.needs - self.ctx.available
+            if missing:
+                names = sorted(b.name for b in self.prog.buffers if b.id in missing)
+                raise RuntimeDataError(f"routine {self.prog.name} reads {', '.join(names)}, "
+                                       "which nobody set or computed in this context")
+            self.compiled(self.arrays, statics)
+            self.ctx.available |= self.writes
 
     def run_unchecked(self) -> None:
-        self.compiled(self.arrays, [])
-        self.ctx.available |= self.writes
+        with self.ctx.lock:
+            self.compiled(self.arrays, [])
+            self.ctx.available |= self.writes
 
 
 def read_write_sets(asgn: A.Asgn) -> tuple[set[int], set[int]]:

@@ -146,7 +146,13 @@ def term(name: str, *, output_dims: DimsArg = None, input_dims: DimsArg = None,
     return Tensor(name, shape, Init.CONST, diff=_wants_grad(grad_spec, False))
 
 
-_SLOT_SUFFIXES = {"lhs": 0, "rhs1": 1, "rhs2": 2, "rhs3": 3}
+def _slot_number(slot: str) -> int | None:
+    """"lhs" is slot 0, "rhsK" slot K (K >= 1); anything else None."""
+    if slot == "lhs":
+        return 0
+    digits = slot.removeprefix("rhs")
+    return int(digits) if slot.startswith("rhs") and digits.isdigit() and digits[0] != "0" \
+        else None
 
 
 def node(name: str, scope: str = "", *, slot: str | None = None, output_dims: DimsArg = None,
@@ -159,9 +165,10 @@ def node(name: str, scope: str = "", *, slot: str | None = None, output_dims: Di
     t = Tensor(name, shape, Init.NODE)
     if slot is not None:
         rec = current_record.get()
-        if slot not in _SLOT_SUFFIXES or rec is None:
-            raise ShapeError(f"'{name}': slot '{slot}' needs an operation in context", user_span())
-        k = _SLOT_SUFFIXES[slot]
+        k = _slot_number(slot)
+        if k is None or rec is None or k > len(rec.operands):
+            raise ShapeError(f"'{name}': slot '{slot}' needs an operation in context with "
+                             "that slot (lhs, rhs1, rhs2, ...)", user_span())
         other = [rec.result, *rec.operands][k]
         o = Origin(f"slot {slot} of {rec.name}", (shape, other.shape), user_span())
         shape.solver.add([RowEq(shape.raw_rows()[i], other.shape.raw_rows()[i], o)

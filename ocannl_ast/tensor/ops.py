@@ -400,7 +400,8 @@ def _max_op1(v, v1, projections):
 
 @cd
 def _max_grad1(v, g, v1, g1, projections):
-    g1 += where(eq(v1, v), g, 0.0)
+    {ties_lhs}[...] = sum(eq(v1, v))  # noqa: F821  (declared inline: @cd)
+    g1 += where(eq(v1, v), g / ties_lhs, 0.0)  # noqa: F821
 
 
 @cd
@@ -410,13 +411,21 @@ def _max_op2(v, v1, v2, projections):
 
 @cd
 def _max_grad2(v, g, v1, v2, g1, g2, projections):
-    g1 += where(eq(v1 + v2, v), g, 0.0)
-    g2 += where(eq(v1 + v2, v), g, 0.0)
+    {ties_lhs}[...] = sum(eq(v1 + v2, v))  # noqa: F821  (declared inline: @cd)
+    g1 += where(eq(v1 + v2, v), g / ties_lhs, 0.0)  # noqa: F821
+    g2 += where(eq(v1 + v2, v), g / ties_lhs, 0.0)  # noqa: F821
 
 
 def einsum_max(spec: str, a: Any, b: Any = None) -> Tensor:
     """Max-reduce (OCANNL `@^^`), or with two operands max of a + b (`@^+`, tropical).
-    Gradients flow only to the argmax positions."""
+
+    Gradient: each output cell's incoming gradient goes to the positions of the reduction
+    that attain its max, split equally among tied positions (k ties get g / k each; in the
+    binary form a tied term a[i] + b[j] passes g / k to both a[i] and b[j]), so the
+    gradients always sum to the incoming gradient, as JAX and `torch.amax` do. OCANNL gives
+    every tied position the full gradient, which double-counts: max(x, x) would get
+    gradient 2. Ties are exact float equality with the computed max.
+    """
     parsed = parse_spec(spec)
     if b is None:
         return _op("einsum_max", Einsum(parsed), _max_op1, _max_grad1, a)

@@ -141,7 +141,9 @@ class Tensor:
         return self._grad_code
 
     def subgraph(self) -> list[Tensor]:
-        """Every tensor this one depends on (itself included), in creation order."""
+        """Every tensor this one depends on through its operands (itself included), in
+        creation order. A param's tensor initializer is not part of it: it runs once, in
+        the init routine, so its tensors get no forward code, no gradient, no update."""
         seen: dict[int, Tensor] = {}
         stack = [self]
         while stack:
@@ -150,8 +152,6 @@ class Tensor:
                 continue
             seen[t.id] = t
             stack.extend(t.operands)
-            if isinstance(t.init_value, Tensor):
-                stack.append(t.init_value)
         return sorted(seen.values(), key=lambda t: t.id)
 
     @property
@@ -196,12 +196,21 @@ def _fill(v: float) -> Any:
 
 _ASN_PARAMS: dict[Callable[..., Any], tuple[str, ...]] = {}
 
-_SLOT_NAMES: dict[str, tuple[int, str]] = {
-    **{n: (0, "value") for n in ("t", "v", "lhs")}, "g": (0, "grad"),
-    **{n: (1, "value") for n in ("t1", "v1", "rhs1")}, "g1": (1, "grad"),
-    **{n: (2, "value") for n in ("t2", "v2", "rhs2")}, "g2": (2, "grad"),
-    **{n: (3, "value") for n in ("t3", "v3", "rhs3")}, "g3": (3, "grad"),
-}
+_SLOT_NAME = re.compile(r"(t|v|g|lhs|rhs)([1-9][0-9]*)?")
+
+
+def slot_of_name(name: str) -> tuple[int, str] | None:
+    """The slot and node kind an op_asn / grad_asn parameter names: `t v lhs` / `g` are
+    the result's value / grad, `tK vK rhsK` / `gK` operand K's (any K >= 1)."""
+    m = _SLOT_NAME.fullmatch(name)
+    if m is None:
+        return None
+    head, num = m.group(1), m.group(2)
+    if head == "lhs":
+        return (0, "value") if num is None else None
+    if head == "rhs" and num is None:
+        return None
+    return int(num or 0), "grad" if head == "g" else "value"
 
 
 def call_asn(fn: Callable[..., Any], rec: OpRecord) -> Code:
@@ -213,8 +222,8 @@ def call_asn(fn: Callable[..., Any], rec: OpRecord) -> Code:
     for name in _ASN_PARAMS[fn]:
         if name == "projections":
             kwargs[name] = rec
-        elif name in _SLOT_NAMES:
-            slot, kind = _SLOT_NAMES[name]
+        elif (sk := slot_of_name(name)) is not None:
+            slot, kind = sk
             if slot >= len(tensors):
                 raise OcannlError(f"'{name}' names operand {slot} of '{rec.name}', which has "
                                   f"{len(rec.operands)}")
