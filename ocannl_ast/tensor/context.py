@@ -290,9 +290,9 @@ class Routine:
             self.ctx.ensure_initialized(self.held_out)
             missing = self.needs - self.ctx.available
             if missing:
-                names = sorted(b.name for b in self.prog.buffers if b.id in missing)
-                raise RuntimeDataError(f"routine {self.prog.name} reads {', '.join(names)}, "
-                                       "which nobody set or computed in this context")
+                names = ", ".join(f"'{b.name}'" for b in self.prog.buffers if b.id in missing)
+                raise RuntimeDataError(f"{names} has no value: set it with ctx.set(...) before "
+                                       "running code that reads it")
             self.compiled(self.arrays, statics)
             self.ctx.available |= self.writes
 
