@@ -7,9 +7,18 @@ from typing import Any
 
 import numpy as _np
 
-from .errors import DslSyntaxError, OcannlError, RuntimeDataError, ShapeError, SpecError
+from .errors import (
+    ArgumentError,
+    BackendError,
+    DslSyntaxError,
+    OcannlError,
+    RuntimeDataError,
+    ShapeError,
+    SpecError,
+)
 from .rewrite import make_decorator as _make_decorator
 from .tensor import operators as _operators  # noqa: F401  (installs Python operators)
+from .tensor import validate as _validate
 from .tensor.code import Code, NodeRef
 from .tensor.context import Context, Routine, set_seed
 from .tensor.leaves import batch, ndarray, node, number, param, range_, term
@@ -49,6 +58,7 @@ cd = _make_decorator("cd", "ocannl_ast.tensor.dsl")
 
 def infer_shapes(*tensors: Tensor) -> None:
     """Close the shapes of these tensors (and everything they depend on) now."""
+    _validate.check_tensors("infer_shapes", "tensors", tensors)
     shapes = {id(s.shape): s.shape for t in tensors for s in t.subgraph()}
     if shapes:
         next(iter(shapes.values())).solver.close(list(shapes.values()))
@@ -56,6 +66,7 @@ def infer_shapes(*tensors: Tensor) -> None:
 
 def eval(tensor: Tensor, *, backend: str = "c", precision: str = "float32") -> _np.ndarray:
     """Initialize params, run the forward code, return the value (axes batch, output, input)."""
+    _validate.check_tensor("eval", "tensor", tensor)
     ctx = Context(backend, precision=precision)
     code = tensor.forward_all()
     if code.items:
@@ -67,7 +78,9 @@ def eval(tensor: Tensor, *, backend: str = "c", precision: str = "float32") -> _
 
 def value_and_grad(loss: Tensor, wrt: list[Tensor], *, backend: str = "c",
                    precision: str = "float32") -> tuple[_np.ndarray, list[_np.ndarray]]:
-    """The loss value and its gradients with respect to `wrt` (params or other tensors)."""
+    """The loss value and its gradients with respect to `wrt` (params or other tensors; a
+    bare tensor is read as a list of one)."""
+    wrt = _validate.grad_args(loss, wrt)
     ctx = Context(backend, precision=precision)
     ctx.compile([loss.forward_all(), loss.backprop])()
     return ctx.get(loss), [ctx.get(w.grad) for w in wrt]
@@ -75,13 +88,14 @@ def value_and_grad(loss: Tensor, wrt: list[Tensor], *, backend: str = "c",
 
 def render(code: Any, *, backend: str = "c", precision: str = "float32") -> str:
     """The C (or CUDA) source that compiling `code` would build; needs no GPU."""
-    from .backends import get_backend
-
+    render_backend = _validate.backend(backend, precision)
     prog, _, _ = Context("c", precision=precision).lower_code(code, name="routine")
-    return get_backend(backend).render(prog)
+    return render_backend.render(prog)
 
 
 __all__ = [
+    "ArgumentError",
+    "BackendError",
     "Code",
     "Context",
     "DslSyntaxError",
