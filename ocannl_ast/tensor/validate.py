@@ -256,7 +256,7 @@ def param_init(init: Any) -> None:
 
     if init is None or isinstance(init, Tensor):
         return
-    if isinstance(init, list | tuple | np.ndarray | np.generic) or is_real(init):
+    if isinstance(init, list | tuple | np.ndarray | np.generic | complex) or is_real(init):
         check_data("param", "init", init)
         return
     fail(ArgumentError, "param: init must be None (random), a number, an array/nested list "
