@@ -3,7 +3,8 @@
 Input: the transformed FunctionDef, the line range each emitted statement stands for, and
 the original function's free variables. Output: the code object of the new function, with
 the original file name; every AST position is mapped back onto the user's lines (columns
-kept where the line is unchanged, the whole line otherwise).
+kept where the line is unchanged; on a rewritten line an expression takes the span of the
+user expression it replaces, or of those it contains; the whole line otherwise).
 """
 
 from __future__ import annotations

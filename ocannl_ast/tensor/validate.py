@@ -10,6 +10,7 @@ object, ragged or mixed list/tuple levels).
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any, NoReturn
 
@@ -170,13 +171,34 @@ def _nested_shape(fn: str, param: str, values: Any, path: str) -> tuple[int, ...
     return (len(values), *shapes[0])
 
 
+def _fast_nested_ok(values: list[Any] | tuple[Any, ...]) -> bool:
+    """A nested literal NumPy reads as a real array with one axis per level, whose
+    sequences are of one kind per level (checked without visiting the numbers)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            arr = np.asarray(values)
+    except (ValueError, TypeError, Warning):
+        return False
+    if arr.dtype.kind not in "biuf" or arr.ndim != len(_first_path(values)):
+        return False
+    level: list[Any] = [values]
+    for k in range(arr.ndim):
+        if len({_level_kind(v) for v in level}) > 1:
+            return False
+        if k + 1 < arr.ndim:
+            level = [c for v in level for c in v]
+    return True
+
+
 def check_data(fn: str, param: str, values: Any) -> None:
     """Host data: a real number, a numpy array of a numeric or bool dtype, or nested
     lists/tuples of real numbers, rectangular, each level one kind."""
     if isinstance(values, np.ndarray | np.generic):
         _check_dtype(fn, param, values.dtype)
     elif isinstance(values, list | tuple):
-        _nested_shape(fn, param, values, "")
+        if not _fast_nested_ok(values):
+            _nested_shape(fn, param, values, "")  # the slow walk names the bad element
     elif not is_real(values):
         fail(RuntimeDataError, f"{fn}: {param} must be numbers (nested lists/tuples or a numpy "
                                f"array), got {describe(values)}")
