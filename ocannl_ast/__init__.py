@@ -7,9 +7,18 @@ from typing import Any
 
 import numpy as _np
 
-from .errors import DslSyntaxError, OcannlError, RuntimeDataError, ShapeError, SpecError
+from .errors import (
+    ArgumentError,
+    BackendError,
+    DslSyntaxError,
+    OcannlError,
+    RuntimeDataError,
+    ShapeError,
+    SpecError,
+)
 from .rewrite import make_decorator as _make_decorator
 from .tensor import operators as _operators  # noqa: F401  (installs Python operators)
+from .tensor import validate as _validate
 from .tensor.code import Code, NodeRef
 from .tensor.context import Context, Routine, default_context, set_seed
 from .tensor.leaves import batch, ndarray, node, number, param, range_, term
@@ -51,6 +60,8 @@ def infer_shapes(*tensors: Tensor) -> None:
     """Close the shapes of these tensors (and everything they depend on) now."""
     from .tensor.context import init_deps
 
+    _validate.check_tensors("infer_shapes", "tensors", tensors)
+
     shapes = {id(s.shape): s.shape for t in tensors for u in t.subgraph()
               for s in (u, *init_deps(u))}
     if shapes:
@@ -62,15 +73,17 @@ def eval(tensor: Tensor, *, ctx: Context | None = None, backend: str = "c",
     """Run the forward code and return the value (axes batch, output, input), in `ctx`, by
     default `oc.default_context(backend)`: params keep their (trained) values across calls;
     only params that context has not initialized yet are initialized."""
+    _validate.check_tensor("eval", "tensor", tensor)
     return _context(ctx, backend, precision).eval(tensor)
 
 
-def value_and_grad(loss: Tensor, wrt: list[Tensor], *, ctx: Context | None = None,
+def value_and_grad(loss: Tensor, wrt: list[Tensor] | Tensor, *, ctx: Context | None = None,
                    backend: str = "c", precision: str | None = None
                    ) -> tuple[_np.ndarray, list[_np.ndarray]]:
     """The loss value and its gradients with respect to `wrt` (params or other tensors),
     in `ctx` (by default `oc.default_context(backend)`), with its current params. A tensor
-    the loss does not depend on gets a zero gradient."""
+    the loss does not depend on gets a zero gradient; a bare tensor is read as a list of one."""
+    wrt = _validate.grad_args(loss, wrt)
     c = _context(ctx, backend, precision)
     with c.lock:
         c.compile([loss.forward_all(), loss.backprop])()
@@ -91,13 +104,14 @@ def _context(ctx: Context | None, backend: str, precision: str | None) -> Contex
 
 def render(code: Any, *, backend: str = "c", precision: str = "float32") -> str:
     """The C (or CUDA) source that compiling `code` would build; needs no GPU."""
-    from .backends import get_backend
-
+    render_backend = _validate.backend(backend, precision)
     prog, _, _ = Context("c", precision=precision).lower_code(code, name="routine")
-    return get_backend(backend).render(prog)
+    return render_backend.render(prog)
 
 
 __all__ = [
+    "ArgumentError",
+    "BackendError",
     "Code",
     "Context",
     "DslSyntaxError",

@@ -4,9 +4,11 @@ that built the failing operation, and prints that line with a caret under the co
 
 from __future__ import annotations
 
+import itertools
 import linecache
 import os
 import sys
+import types
 from dataclasses import dataclass
 
 
@@ -35,18 +37,42 @@ class Span:
 _LIB_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
+def _char_col(line: str, byte_col: int) -> int:
+    """A UTF-8 byte offset in `line` (as code positions count) as a character offset."""
+    return len(line.encode()[:byte_col].decode(errors="ignore"))
+
+
+def frame_span(frame: types.FrameType) -> Span:
+    """Where `frame` is now: its line and, from the code's position table (Python 3.11+),
+    the column and text of the expression being evaluated (the call or operator)."""
+    code = frame.f_code
+    line, col, text = frame.f_lineno, 0, None
+    pos = next(itertools.islice(code.co_positions(), max(frame.f_lasti, 0) // 2, None), None)
+    if pos is not None and pos[0] is not None and pos[2] is not None:
+        line = pos[0]
+        src = linecache.getline(code.co_filename, line).rstrip("\n")
+        col = _char_col(src, pos[2])
+        if pos[1] == line and pos[3] is not None:
+            text = src[col:_char_col(src, pos[3])] or None
+    return Span(code.co_filename, line, col, text)
+
+
+def _is_user(fname: str, skip_lib: bool) -> bool:
+    absf = os.path.abspath(fname) if not fname.startswith("<") else fname
+    return not (skip_lib and absf.startswith(_LIB_DIR)) and "importlib" not in fname
+
+
 def user_span(skip_lib: bool = True) -> Span | None:
-    """The innermost stack frame outside this library: the user line building an operation.
+    """The innermost stack frame outside this library: the user expression building an
+    operation (file, line, the column where the call or operator starts, its text).
 
     Example: ``user_span()`` called from library code returns the caller's file and line.
     """
-    frame = sys._getframe(1)
+    frame: types.FrameType | None = sys._getframe(1)
     while frame is not None:
-        fname = frame.f_code.co_filename
-        absf = os.path.abspath(fname) if not fname.startswith("<") else fname
-        if not (skip_lib and absf.startswith(_LIB_DIR)) and "importlib" not in fname:
-            return Span(fname, frame.f_lineno, 0)
-        frame = frame.f_back  # type: ignore[assignment]
+        if _is_user(frame.f_code.co_filename, skip_lib):
+            return frame_span(frame)
+        frame = frame.f_back
     return None
 
 
@@ -96,3 +122,8 @@ class BackendError(OcannlError):
 
 class RuntimeDataError(OcannlError):
     """A routine reads a tensor that nobody set or computed, or host data has a wrong shape."""
+
+
+class ArgumentError(OcannlError):
+    """A public function got an argument of the wrong type or out of range: names the
+    function, the parameter, what it accepts and what it got."""

@@ -3,7 +3,8 @@
 Input: the transformed FunctionDef, the line range each emitted statement stands for, and
 the original function's free variables. Output: the code object of the new function, with
 the original file name; every AST position is mapped back onto the user's lines (columns
-kept where the line is unchanged, the whole line otherwise).
+kept where the line is unchanged; on a rewritten line an expression takes the span of the
+user expression it replaces, or of those it contains; the whole line otherwise).
 """
 
 from __future__ import annotations
@@ -12,13 +13,13 @@ import __future__
 import ast
 import types
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from ocannl_ast.rewrite.source import ParsedFunction
-from ocannl_ast.rewrite.transform_base import LineTable
+from ocannl_ast.rewrite.transform_base import LineTable, OriginTable
 
 FACTORY = "__oc_factory__"
 FUTURE_FLAGS = 0
@@ -33,6 +34,7 @@ class Rewritten:
     parsed: ParsedFunction  #: the original parse (file, lines, indentation)
     funcdef: cst.FunctionDef  #: the transformed def (decorators stripped)
     lines: LineTable  #: emitted statement -> user line range
+    origins: OriginTable = field(default_factory=dict)  #: emitted expression -> user range
 
 
 def class_of(qualname: str) -> str | None:
@@ -89,13 +91,68 @@ def line_map(
     return out
 
 
+Range = tuple[int, int, int, int]  #: line, column, end line, end column (characters)
+
+
+def _char_col(line: str, byte_col: int) -> int:
+    return len(line.encode()[:byte_col].decode(errors="ignore"))
+
+
+def _byte_col(line: str, char_col: int) -> int:
+    return len(line[:char_col].encode())
+
+
+class _Origins:
+    """Rendered ranges of emitted expressions -> the user ranges of what they replace."""
+
+    def __init__(self, rw: Rewritten, positions: Mapping[cst.CSTNode, CodeRange]) -> None:
+        self.exact: dict[Range, Range] = {}
+        for node, user in rw.origins.values():
+            rng = positions.get(node)
+            if rng is not None:
+                key = (rng.start.line, rng.start.column, rng.end.line, rng.end.column)
+                self.exact.setdefault(key, user)
+        self.entries = sorted(self.exact.items())
+
+    def find(self, r: Range) -> Range | None:
+        """The user range of the rendered range `r`: its own origin, or else the span of
+        the origins of the expressions inside it (a call the rewriter built around them)."""
+        found = self.exact.get(r)
+        if found is not None:
+            return found
+        inside = [u for k, u in self.entries if k[:2] >= r[:2] and k[2:] <= r[2:]]
+        if not inside:
+            return None
+        start = min(u[:2] for u in inside)
+        end = max(u[2:] for u in inside)
+        return (*start, *end)
+
+
 class _Positions:
     """Moves AST positions from rendered lines to the user's lines."""
 
-    def __init__(self, rendered: list[str], user: Mapping[int, str], lines: list[int]) -> None:
+    def __init__(self, rendered: list[str], user: Mapping[int, str], lines: list[int],
+                 origins: _Origins | None = None) -> None:
         self.rendered = rendered
         self.user = user
         self.lines = lines
+        self.origins = origins
+
+    def _from_origin(self, node: ast.AST, r0: int, r1: int) -> bool:
+        """Position a node of a rewritten line at the user expression it stands for."""
+        b0, b1 = getattr(node, "col_offset", None), getattr(node, "end_col_offset", None)
+        if self.origins is None or b0 is None or b1 is None or self._same(r0, self.lines[r0]):
+            return False
+        rendered = (r0, _char_col(self.rendered[r0 - 1], b0),
+                    r1, _char_col(self.rendered[r1 - 1], b1))
+        user = self.origins.find(rendered)
+        if user is None:
+            return False
+        u0, c0, u1, c1 = user
+        node.lineno, node.end_lineno = u0, u1  # type: ignore[attr-defined]
+        node.col_offset = _byte_col(self.user.get(u0, ""), c0)  # type: ignore[attr-defined]
+        node.end_col_offset = _byte_col(self.user.get(u1, ""), c1)  # type: ignore[attr-defined]
+        return True
 
     def _same(self, r: int, u: int) -> bool:
         return 0 < r <= len(self.rendered) and self.rendered[r - 1] == self.user.get(u)
@@ -105,6 +162,8 @@ class _Positions:
         if r0 is None:
             return
         r1 = getattr(node, "end_lineno", None) or r0
+        if self._from_origin(node, r0, r1):
+            return
         u0, u1 = self.lines[r0], self.lines[r1]
         u1 = max(u0, u1)
         text0, text1 = self.user.get(u0, ""), self.user.get(u1, "")
@@ -144,7 +203,7 @@ def compile_function(
     src = rw.parsed.source
     user = {src.first_line + k: line for k, line in enumerate(src.text.split("\n"))}
     tree = ast.parse(text, src.filename)
-    fixer = _Positions(rendered, user, lines)
+    fixer = _Positions(rendered, user, lines, _Origins(rw, positions))
     for node in ast.walk(tree):
         fixer.fix(node)
     code = compile(tree, src.filename, "exec", flags=flags & FUTURE_FLAGS, dont_inherit=True)

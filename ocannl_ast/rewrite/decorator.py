@@ -18,10 +18,10 @@ from typing import Any, Literal, TypeVar
 
 import libcst as cst
 
-from ocannl_ast.errors import DslSyntaxError
+from ocannl_ast.errors import DslSyntaxError, user_span
 from ocannl_ast.rewrite.cd_transform import CdTransformer
 from ocannl_ast.rewrite.codegen import Rewritten, class_of, compile_function
-from ocannl_ast.rewrite.contract import OC
+from ocannl_ast.rewrite.contract import OC, REDUCER_ACCUM
 from ocannl_ast.rewrite.op_transform import OpTransformer
 from ocannl_ast.rewrite.source import (
     FunctionSource,
@@ -51,7 +51,8 @@ def rewrite_parsed(parsed: ParsedFunction, kind: str, qualname: str) -> Rewritte
     stmt: cst.CSTNode = module.body[0]
     if parsed.indent:
         stmt = cst.ensure_type(cst.ensure_type(stmt, cst.If).body, cst.IndentedBlock).body[0]
-    return Rewritten(parsed, cst.ensure_type(stmt, cst.FunctionDef), transformer.lines)
+    return Rewritten(parsed, cst.ensure_type(stmt, cst.FunctionDef), transformer.lines,
+                     transformer.origins)
 
 
 def rewrite_source(
@@ -91,7 +92,7 @@ class _DialectGlobals(dict[str, Any]):
     """Globals of a rewritten function: `__oc__` here, every other name read live from the
     defining module (so names defined after decoration still resolve)."""
 
-    def __init__(self, module_globals: dict[str, Any], namespace: object) -> None:
+    def __init__(self, module_globals: dict[str, Any], namespace: object, kind: str) -> None:
         super().__init__(
             {
                 OC: namespace,
@@ -100,9 +101,29 @@ class _DialectGlobals(dict[str, Any]):
             }
         )
         self._module_globals = module_globals
+        self._kind = kind
 
     def __missing__(self, key: str) -> Any:
-        return self._module_globals[key]
+        try:
+            return self._module_globals[key]
+        except KeyError:
+            b = self["__builtins__"]
+            if key in (b if isinstance(b, dict) else vars(b)):
+                raise  # the interpreter reads the builtin
+            raise undefined_name(key, self._kind) from None
+
+
+def undefined_name(name: str, kind: str) -> DslSyntaxError:
+    """The located error for a name that neither the body, the module nor builtins define
+    (e.g. an unknown reducer such as `mean(...)`), naming what the dialect offers."""
+    if kind == "cd":
+        hint = ("the @cd reducers of a whole right-hand side are " + ", ".join(REDUCER_ACCUM)
+                + " (`v[...] = sum(e)`; named: `y[i] = sum[j](x[i, j])`)")
+    else:
+        hint = ("@op reduces with oc.einsum / oc.einsum_max specs or named indices "
+                "(`y[i] = sum[j](x[i, j])`, also max[j])")
+    return DslSyntaxError(f"name '{name}' is not defined in this @{kind} function; {hint}",
+                          user_span())
 
 
 def _compiled(fn: types.FunctionType, kind: str) -> types.CodeType:
@@ -128,7 +149,7 @@ def _decorate(fn: object, kind: str, namespace: object) -> types.FunctionType:
     cells = dict(zip(func.__code__.co_freevars, func.__closure__ or (), strict=True))
     closure = tuple(cells[name] for name in new_code.co_freevars)
     new_fn = types.FunctionType(
-        new_code, _DialectGlobals(func.__globals__, namespace), func.__name__,
+        new_code, _DialectGlobals(func.__globals__, namespace, kind), func.__name__,
         func.__defaults__, closure,
     )
     new_fn.__kwdefaults__ = dict(func.__kwdefaults__) if func.__kwdefaults__ else None

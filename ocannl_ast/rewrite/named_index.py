@@ -172,6 +172,15 @@ def split_reduction(
     original: cst.BaseExpression, updated: cst.BaseExpression, loc: Locator
 ) -> Reduction:
     """Peel `reducer[indices](body)` off a right-hand side (reducer None when absent)."""
+    if m.matches(original, m.Call(func=m.Subscript(value=m.Name()))) and not m.matches(
+        original, _REDUCER_CALL
+    ):
+        head = cst.ensure_type(cst.ensure_type(original, cst.Call).func, cst.Subscript)
+        raise loc.error(
+            head.value,
+            f"unknown reducer `{cst.ensure_type(head.value, cst.Name).value}[...]`: the "
+            f"reducers are {', '.join(REDUCERS)}, e.g. y[i] = sum[j](x[i, j])",
+        )
     if not m.matches(original, _REDUCER_CALL):
         return Reduction(None, (), original, updated, original)
     call = cst.ensure_type(original, cst.Call)

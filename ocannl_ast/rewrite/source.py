@@ -129,6 +129,12 @@ class Locator:
         rng = self.positions[node]
         return self._absolute(rng.start.line), self._absolute(rng.end.line)
 
+    def range(self, node: cst.CSTNode) -> tuple[int, int, int, int]:
+        """Absolute (line, column, end line, end column) of an original node."""
+        rng = self.positions[node]
+        return (self._absolute(rng.start.line), rng.start.column,
+                self._absolute(rng.end.line), rng.end.column)
+
     def text(self, node: cst.CSTNode) -> str:
         """The node's own source text (whitespace around it excluded)."""
         rng = self.positions[node]

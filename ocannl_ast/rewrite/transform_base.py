@@ -28,6 +28,9 @@ _NAMED_REDUCER = m.Call(func=m.Subscript(value=m.OneOf(*(m.Name(r) for r in REDU
 
 #: Line records: id(emitted statement) -> (statement, first user line, last user line).
 LineTable = dict[int, tuple[cst.CSTNode, int, int]]
+#: Expression origins: id(emitted expression) -> (expression, user (line, col, end_line,
+#: end_col), columns in characters) of the original expression it replaces.
+OriginTable = dict[int, tuple[cst.CSTNode, tuple[int, int, int, int]]]
 
 
 class DialectTransformer(cst.CSTTransformer):
@@ -45,6 +48,7 @@ class DialectTransformer(cst.CSTTransformer):
         self.decls: list[Declaration] = []
         self.scopes: list[set[str]] = []
         self.lines: LineTable = {}
+        self.origins: OriginTable = {}
         self.named_rhs: set[int] = set()  # ids of original RHS nodes of named-index statements
 
     # -- bookkeeping -------------------------------------------------------------------
@@ -63,6 +67,8 @@ class DialectTransformer(cst.CSTTransformer):
             and original_node in self.loc.positions
         ):
             self.record(result, *self.loc.lines(original_node))
+        if isinstance(original_node, cst.BaseExpression) and isinstance(result, cst.CSTNode):
+            self.origins[id(result)] = (result, self.loc.range(original_node))
         return result
 
     @property

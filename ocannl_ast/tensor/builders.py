@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import DslSyntaxError, OcannlError, ShapeError, user_span
+from ..errors import ArgumentError, DslSyntaxError, ShapeError, user_span
 from ..infer.constraints import Origin
 from ..infer.logic import Logic, Pointwise, logic_name, logic_of_string, shape_constraints
 from ..lowering import assignments as A
@@ -58,7 +58,7 @@ def _leaf_ref(x: Any) -> NodeRef:
         return x
     if isinstance(x, Tensor):
         return NodeRef(x, "value", x.slot)
-    raise OcannlError(f"cannot use {type(x).__name__} {x!r} in an assignment")
+    raise ArgumentError(f"cannot use {type(x).__name__} {x!r} in an assignment", user_span())
 
 
 class _Leaves:

@@ -18,13 +18,13 @@ from typing import Any, assert_never
 
 import numpy as np
 
-from ..backends import get_backend
-from ..errors import OcannlError, RuntimeDataError
+from ..errors import ArgumentError, RuntimeDataError, user_span
 from ..lowering import assignments as A
 from ..lowering.loop_ir import BinOp, Buffer, LoopProgram, Precision
 from ..lowering.lower import free_symbols, lower
 from ..lowering.simplify import fold_zero_fills
 from ..lowering.threefry import threefry4x32
+from . import validate
 from .code import Code, FetchItem, NodeRef, concat, materialize
 from .tensor import Init, Tensor
 
@@ -37,6 +37,7 @@ _defaults: dict[tuple[str, str], Context] = {}
 
 def set_seed(seed: int) -> None:
     """The global seed keying every parameter's random initialization."""
+    validate.check_seed(seed)
     _seed[0] = int(seed) & 0xFFFFFFFF
 
 
@@ -55,8 +56,8 @@ def as_code(code: Any) -> Code:
         return code.forward
     if isinstance(code, list | tuple):
         return concat(as_code(c) for c in code)
-    raise OcannlError(f"cannot compile {type(code).__name__}: expected code (tensor.forward, "
-                      "oc.grad_update(...), a @cd function's result) or a sequence of them")
+    validate.fail(ArgumentError, f"cannot compile {validate.describe(code)}: expected code "
+                  "(tensor.forward, oc.grad_update(...), a @cd function's result) or a sequence")
 
 
 def _ref_of(x: Tensor | NodeRef) -> NodeRef:
@@ -70,7 +71,7 @@ class Context:
     """
 
     def __init__(self, backend: str = "c", *, precision: str = "float32") -> None:
-        self.backend = get_backend(backend)
+        self.backend = validate.backend(backend, precision)
         self.precision = Precision(precision)
         self.dtype = np.float32 if self.precision == Precision.FLOAT32 else np.float64
         self.arrays: dict[int, np.ndarray] = {}
@@ -91,17 +92,19 @@ class Context:
 
     def get(self, x: Tensor | NodeRef) -> np.ndarray:
         """A copy of a tensor's value (or `t.grad`), axes batch, output, input."""
+        validate.check_tensor("Context.get", "tensor", x, refs=True)
         ref = _ref_of(x)
         with self.lock:
             _close([ref.tensor])
             buf = ref.buffer()
             if buf.id not in self.available:
                 raise RuntimeDataError(f"'{ref.tensor.label}' ({ref.kind}) has no value in "
-                                       "this context: nothing set or computed it yet")
+                                       "this context: nothing set or computed it yet", user_span())
             return self.array(buf).copy()
 
     def set(self, x: Tensor | NodeRef, values: Any) -> None:
         """Set a tensor's value from host data of its exact dims."""
+        validate.set_args(x, values)
         ref = _ref_of(x)
         with self.lock:
             _close([ref.tensor])
@@ -111,7 +114,7 @@ class Context:
                 arr = arr.reshape(buf.dims)
             if arr.shape != buf.dims:
                 raise RuntimeDataError(f"'{ref.tensor.label}' has dims {buf.dims}, got data "
-                                       f"of shape {arr.shape}")
+                                       f"of shape {arr.shape}", user_span())
             self.array(buf)[...] = arr
             self.available.add(buf.id)
             if ref.kind == "value":
@@ -136,6 +139,7 @@ class Context:
 
     def compile(self, code: Any, *, name: str | None = None) -> Routine:
         """One backend routine for the whole code sequence."""
+        validate.check_str("Context.compile", "name", name, optional=True)
         with self.lock:
             prog, asgn, held = self.lower_code(code, name=name)
             return Routine(self, prog, self.backend.compile(prog), asgn, held)
@@ -277,12 +281,15 @@ class Routine:
         vals = list(args)
         for s in self.prog.static_args[len(vals):]:
             if s.name not in kwargs:
-                raise OcannlError(f"routine {self.prog.name} needs static argument '{s.name}'")
-            vals.append(int(kwargs.pop(s.name)))
+                validate.fail(ArgumentError, f"routine {self.prog.name} needs static argument "
+                                             f"'{s.name}'")
+            vals.append(kwargs.pop(s.name))
         if kwargs or len(vals) != len(self.prog.static_args):
-            raise OcannlError(f"routine {self.prog.name} takes static arguments "
-                              f"{self.static_names}")
-        return vals
+            validate.fail(ArgumentError, f"routine {self.prog.name} takes static arguments "
+                                         f"{self.static_names}, got {len(args)} positional and "
+                                         f"{sorted(kwargs) or 'no other'} keyword argument(s)")
+        return [validate.check_static_value(self.prog.name, s.name, v)
+                for s, v in zip(self.prog.static_args, vals, strict=True)]
 
     def __call__(self, *args: int, **kwargs: int) -> None:
         statics = self._statics(args, dict(kwargs))
@@ -292,7 +299,7 @@ class Routine:
             if missing:
                 names = ", ".join(f"'{b.name}'" for b in self.prog.buffers if b.id in missing)
                 raise RuntimeDataError(f"{names} has no value: set it with ctx.set(...) before "
-                                       "running code that reads it")
+                                       "running code that reads it", user_span())
             self.compiled(self.arrays, statics)
             self.ctx.available |= self.writes
 

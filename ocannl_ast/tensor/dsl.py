@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import OcannlError, user_span
+from ..errors import DslSyntaxError, user_span
 from . import builders, leaves, ops
 from .code import Code
 from .tensor import Tensor
@@ -25,7 +25,7 @@ def param(name: str, scope: str, **fields: Any) -> Tensor:
     init = fields.pop("init", None)
     dims = {k: fields.pop(k) for k in _FIELDS if k in fields}
     if fields:
-        raise OcannlError(f"inline parameter '{name}': unknown field(s) "
+        raise DslSyntaxError(f"inline parameter '{name}': unknown field(s) "
                           f"{', '.join(sorted(fields))}", user_span())
     return leaves.param(_label(name, scope), init=init, **dims)
 
@@ -35,7 +35,7 @@ def node(name: str, scope: str, **fields: Any) -> Tensor:
     slot = fields.pop("slot", None)
     dims = {k: fields.pop(k) for k in _FIELDS if k in fields}
     if fields:
-        raise OcannlError(f"inline node '{name}': unknown field(s) {', '.join(sorted(fields))}",
+        raise DslSyntaxError(f"inline node '{name}': unknown field(s) {', '.join(sorted(fields))}",
                           user_span())
     return leaves.node(_label(name, scope), scope, slot=slot, **dims)
 
@@ -48,7 +48,7 @@ concat = ops.concat
 
 def einsum_max(spec: str, *operands: Any) -> Tensor:
     if len(operands) not in (1, 2):
-        raise OcannlError(f"max reduction takes one operand or two added (tropical), got "
+        raise DslSyntaxError(f"max reduction takes one operand or two added (tropical), got "
                           f"{len(operands)}", user_span())
     return ops.einsum_max(spec, *operands)
 

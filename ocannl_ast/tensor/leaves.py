@@ -12,10 +12,11 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import OcannlError, ShapeError, user_span
+from ..errors import ArgumentError, RuntimeDataError, ShapeError, user_span
 from ..infer.constraints import Origin, RowEq
 from ..infer.shape import DimsArg, Shape
 from ..lowering.assignments import RangeOverOffsets
+from . import validate
 from .code import Code, FetchItem, NodeRef
 from .tensor import Init, Tensor, current_record, no_grad
 
@@ -53,14 +54,15 @@ def literal_array(values: Any, batch_axes: int = 0,
         try:
             arr = np.asarray(values, dtype=np.float64)
         except ValueError as e:
-            raise OcannlError(f"ragged or non-numeric literal: {e}") from None
+            raise RuntimeDataError(f"ragged or non-numeric literal: {e}", user_span()) from None
         if arr.ndim != len(kinds):
-            raise OcannlError("ragged literal: every level must have the same length")
+            raise RuntimeDataError("ragged literal: every level must have the same length",
+                                   user_span())
     nd = arr.ndim
     if kinds is None or all(k == "output" for k in kinds):
         if batch_axes + input_axes > nd:
-            raise OcannlError(f"batch_axes={batch_axes} + input_axes={input_axes} exceed the "
-                              f"{nd} axes of the data")
+            raise ShapeError(f"batch_axes={batch_axes} + input_axes={input_axes} exceed the "
+                             f"{nd} axes of the data", user_span())
         return arr, batch_axes, nd - batch_axes - input_axes, input_axes
     order = ([i for i, k in enumerate(kinds) if k == "batch"]
              + [i for i, k in enumerate(kinds) if k == "output"]
@@ -75,7 +77,7 @@ GRAD_SPECS = ("require", "prohibit", "if_needed")
 def _wants_grad(spec: str, default: bool) -> bool:
     """Gradient spec of a leaf (OCANNL Require_grad / Prohibit_grad / If_needed)."""
     if spec not in GRAD_SPECS:
-        raise OcannlError(f"grad_spec must be one of {GRAD_SPECS}, got {spec!r}")
+        raise ArgumentError(f"grad_spec must be one of {GRAD_SPECS}, got {spec!r}", user_span())
     return spec == "require" or (spec == "if_needed" and default)
 
 
@@ -83,6 +85,7 @@ def ndarray(values: Any, *, batch_axes: int = 0, input_axes: int = 0,
             label: str | None = None, grad_spec: str = "prohibit") -> Tensor:
     """Non-differentiable constant data. Example: ``ndarray([(1, 2), (3, 4)])`` has shape
     ``2->2``... as OCANNL's `[ (1, 2); (3, 4) ]`: outputs 2, inputs 2."""
+    validate.ndarray_args(values, batch_axes, input_axes, label, grad_spec)
     arr, nb, no, _ni = literal_array(values, batch_axes, input_axes)
     dims = arr.shape
     shape = Shape.make(label or "ndarray", batch_dims=dims[:nb], output_dims=dims[nb:nb + no],
@@ -99,6 +102,7 @@ def literal(values: Any) -> Tensor:
 
 def number(x: float, *, label: str | None = None) -> Tensor:
     """A scalar constant (one output axis of size 1). Example: ``number(2.0)``."""
+    validate.number_args(x, label)
     shape = Shape.make(label or str(x), batch_dims=(), output_dims=(1,), input_dims=(),
                        is_terminal=True)
     t = Tensor(label or _num_label(x), shape, Init.CONST)
@@ -119,6 +123,8 @@ def param(name: str, *, output_dims: DimsArg = None, input_dims: DimsArg = None,
 
     Example: ``w = param("w", input_dims=[2], output_dims=[16])``.
     """
+    validate.leaf_args("param", name, output_dims, input_dims, batch_dims, grad_spec)
+    validate.param_init(init)
     if isinstance(init, np.ndarray | list | tuple) and output_dims is None and \
             input_dims is None and batch_dims is None:
         arr, nb, no, _ni = literal_array(init)
@@ -141,6 +147,7 @@ def term(name: str, *, output_dims: DimsArg = None, input_dims: DimsArg = None,
          batch_dims: DimsArg = None, grad_spec: str = "prohibit") -> Tensor:
     """A placeholder whose value the caller sets (``ctx.set``); with
     ``grad_spec="require"`` backprop also computes its gradient (e.g. w.r.t. inputs)."""
+    validate.leaf_args("term", name, output_dims, input_dims, batch_dims, grad_spec)
     shape = Shape.make(name, batch_dims=batch_dims, output_dims=output_dims,
                        input_dims=input_dims, is_terminal=True)
     return Tensor(name, shape, Init.CONST, diff=_wants_grad(grad_spec, False))
@@ -160,6 +167,7 @@ def node(name: str, scope: str = "", *, slot: str | None = None, output_dims: Di
     """A persistent non-differentiable node declared inline in @cd code (`{x}[...] = ...`);
     zeros until written. With `slot` ("lhs", "rhs1", ...) it takes that slot's shape in the
     operation whose projections are in context."""
+    validate.leaf_args("node", name, output_dims, input_dims, batch_dims, None)
     shape = Shape.make(name, batch_dims=batch_dims, output_dims=output_dims,
                        input_dims=input_dims)
     t = Tensor(name, shape, Init.NODE)
@@ -179,6 +187,7 @@ def node(name: str, scope: str = "", *, slot: str | None = None, output_dims: Di
 
 def range_(n: int, *, label: str | None = None) -> Tensor:
     """The vector 0, 1, ..., n-1 (computed by its own forward code)."""
+    validate.range_args(n, label)
     shape = Shape.make(label or "range", batch_dims=(), output_dims=(n,), input_dims=(),
                        is_terminal=True)
     t = Tensor(label or "range", shape, Init.COMPUTED)

@@ -13,12 +13,13 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import OcannlError, user_span
+from ..errors import ArgumentError, OcannlError, user_span
 from ..infer.logic import BatchSlice, Compose, Einsum, Logic, Pointwise, Transpose
 from ..infer.projections import fresh_symbol
 from ..infer.spec_parser import parse_spec
 from ..lowering.loop_ir import Symbol
 from ..rewrite import make_decorator
+from . import validate
 from .builders import PrimCall, accum, prim
 from .code import CheckItem, Code, NodeRef
 from .leaves import ndarray, number
@@ -39,7 +40,7 @@ def lift(x: Any) -> Tensor:
         return number(float(x))
     if isinstance(x, list | tuple | np.ndarray):
         return ndarray(x)
-    raise OcannlError(f"cannot use {type(x).__name__} as a tensor")
+    validate.not_a_tensor(x)
 
 
 #: pointwise operations that fuse into the enclosing assignment inside @cd code
@@ -385,6 +386,7 @@ def einsum(spec: str, *tensors: Any) -> Tensor:
 
     Example: ``einsum("ij;jk=>ik", a, b)`` is a matrix product.
     """
+    validate.spec_and_operands("einsum", spec, tensors)
     parsed = parse_spec(spec)
     n = len(tensors)
     if n not in _EINSUM_ASNS:
@@ -426,6 +428,7 @@ def einsum_max(spec: str, a: Any, b: Any = None) -> Tensor:
     every tied position the full gradient, which double-counts: max(x, x) would get
     gradient 2. Ties are exact float equality with the computed max.
     """
+    validate.spec_and_operands("einsum_max", spec, (a,) if b is None else (a, b))
     parsed = parse_spec(spec)
     if b is None:
         return _op("einsum_max", Einsum(parsed), _max_op1, _max_grad1, a)
@@ -434,6 +437,7 @@ def einsum_max(spec: str, a: Any, b: Any = None) -> Tensor:
 
 def concat(spec: str, *tensors: Any) -> Tensor:
     """Concatenation along `^` axes (seed 004)."""
+    validate.spec_and_operands("concat", spec, tensors)
     parse_spec(spec)
     raise OcannlError(f'concatenation "{spec}" is not supported yet: its projections '
                       "(coupled product factors) are a separate issue", user_span())
@@ -455,8 +459,9 @@ class StaticIndex:
 def static_index(name: str) -> StaticIndex:
     """A named static argument. Example: ``b = oc.static_index("batch"); x.batch_slice(b)``
     then ``routine(batch=3)``."""
-    if not name.isidentifier():
-        raise OcannlError(f"static index name must be an identifier, got {name!r}")
+    if not isinstance(name, str) or not name.isidentifier():
+        validate.fail(ArgumentError, f"static_index: name must be an identifier "
+                      f"string, got {validate.describe(name)}")
     return StaticIndex(fresh_symbol(name))
 
 
@@ -469,7 +474,8 @@ def _slice_op(v: NodeRef, v1: NodeRef, t1: NodeRef, projections: Any) -> Code:
 def batch_slice(x: Any, index: StaticIndex) -> Tensor:
     """The tensor at a runtime batch index (OCANNL `@|`)."""
     if not isinstance(index, StaticIndex):
-        raise OcannlError("batch_slice takes an oc.static_index(...)")
+        validate.fail(ArgumentError, "batch_slice takes an oc.static_index(...), got "
+                      f"{validate.describe(index)}")
     return _op("batch_slice", BatchSlice(index.symbol), _slice_op, _id_grad, x)
 
 
@@ -478,9 +484,10 @@ def unary_op(op_asn: Asn, grad_asn: Asn | None, *, logic: str = ".",
     """A differentiable unary operation from a pair of (@cd) assignment functions."""
     from ..infer.logic import logic_of_string
 
+    validate.op_builder_args("unary_op", op_asn, grad_asn, logic, name)
     lg = logic_of_string(logic)
     nm: str = name or str(getattr(op_asn, "__name__", "unary_op"))
-    return lambda x: _op(nm, lg, op_asn, grad_asn, x)
+    return validate.with_arity(nm, 1, lambda *xs: _op(nm, lg, op_asn, grad_asn, *xs))
 
 
 def binary_op(op_asn: Asn, grad_asn: Asn | None, *, logic: str = ".",
@@ -488,6 +495,7 @@ def binary_op(op_asn: Asn, grad_asn: Asn | None, *, logic: str = ".",
     """A differentiable binary operation from a pair of (@cd) assignment functions."""
     from ..infer.logic import logic_of_string
 
+    validate.op_builder_args("binary_op", op_asn, grad_asn, logic, name)
     lg = logic_of_string(logic)
     nm: str = name or str(getattr(op_asn, "__name__", "binary_op"))
-    return lambda a, b: _op(nm, lg, op_asn, grad_asn, a, b)
+    return validate.with_arity(nm, 2, lambda *xs: _op(nm, lg, op_asn, grad_asn, *xs))

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import OcannlError, ShapeError, Span, user_span
+from ..errors import ArgumentError, ShapeError, Span, user_span
 from ..infer.constraints import Origin
 from ..infer.logic import Logic, logic_name, shape_constraints
 from ..infer.shape import Shape
@@ -95,7 +95,8 @@ class Tensor:
         if self.alias_of is not None:
             return self.alias_of.tensor.buffer(self.alias_of.kind if kind == "value" else kind)
         if kind == "grad" and not self.diff:
-            raise OcannlError(f"tensor '{self.label}' is not differentiable: it has no grad")
+            raise ArgumentError(f"tensor '{self.label}' is not differentiable: it has no grad",
+                                user_span())
         return Buffer(2 * self.id + (kind == "grad"),
                       _ident(self.label) + ("_grad" if kind == "grad" else ""), self.dims())
 
@@ -159,8 +160,8 @@ class Tensor:
         """Zero the grads, seed this tensor's grad with 1, run every grad_asn in reverse
         creation order (a valid reverse topological order)."""
         if not self.diff:
-            raise OcannlError(f"tensor '{self.label}' is not differentiable: nothing to "
-                              "backpropagate")
+            raise ArgumentError(f"tensor '{self.label}' is not differentiable: nothing to "
+                                "backpropagate", user_span())
         diff = [t for t in self.subgraph() if t.diff]
         zero = Code(tuple(FetchItem(NodeRef(t, "grad"), _fill(0.0))
                           for t in diff if t is not self))
@@ -182,7 +183,8 @@ class Tensor:
         return f"Tensor({self.label}#{self.id}: {self.shape.describe()})"
 
     def __bool__(self) -> bool:
-        raise OcannlError("a Tensor has no truth value (use comparisons in code, or oc.eval)")
+        raise ArgumentError("a Tensor has no truth value (use comparisons in code, or oc.eval)",
+                            user_span())
 
     def __hash__(self) -> int:
         return self.id
@@ -225,13 +227,14 @@ def call_asn(fn: Callable[..., Any], rec: OpRecord) -> Code:
         elif (sk := slot_of_name(name)) is not None:
             slot, kind = sk
             if slot >= len(tensors):
-                raise OcannlError(f"'{name}' names operand {slot} of '{rec.name}', which has "
-                                  f"{len(rec.operands)}")
+                raise ArgumentError(f"'{name}' names operand {slot} of '{rec.name}', which has "
+                                    f"{len(rec.operands)}", user_span())
             t = tensors[slot]
             kwargs[name] = NodeRef(t, kind, slot) if kind == "value" or t.diff else None
         else:
-            raise OcannlError(f"parameter '{name}' of {getattr(fn, '__name__', fn)} is not a "
-                              "slot name (t v g lhs, t1 v1 g1 rhs1, ..., projections)")
+            raise ArgumentError(f"parameter '{name}' of {getattr(fn, '__name__', fn)} is not a "
+                                "slot name (t v g lhs, t1 v1 g1 rhs1, ..., projections)",
+                                user_span())
     tok = current_record.set(rec)
     try:
         with no_grad():

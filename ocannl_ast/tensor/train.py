@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..rewrite import make_decorator
+from . import validate
 from .code import Code, concat
 from .tensor import Tensor
 
@@ -20,6 +21,7 @@ cd = make_decorator("cd", "ocannl_ast.tensor.dsl")
 
 def grad_update(loss: Tensor) -> Code:
     """Forward code, then backprop: after it runs every param's grad is d loss / d param."""
+    validate.check_tensor("grad_update", "loss", loss)
     return loss.forward + loss.backprop
 
 
@@ -41,6 +43,7 @@ def sgd_one(p, learning_rate, momentum=0.0, weight_decay=0.0, nesterov=False):
 def sgd_update(loss: Tensor, *, learning_rate: Any, momentum: float = 0.0,
                weight_decay: float = 0.0, nesterov: bool = False) -> Code:
     """SGD updates of every parameter of the loss (run after `grad_update(loss)`)."""
+    validate.sgd_args(loss, learning_rate, momentum, weight_decay, nesterov)
     return concat(sgd_one(p, learning_rate, momentum=momentum,
                           weight_decay=weight_decay, nesterov=nesterov)
                   for p in loss.params())
