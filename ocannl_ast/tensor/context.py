@@ -218,6 +218,7 @@ class Context:
 def default_context(backend: str = "c", *, precision: str = "float32") -> Context:
     """The process-wide context of a backend (and precision) that `oc.eval` and
     `oc.value_and_grad` use when given no `ctx`: params keep their values across calls."""
+    validate.backend(backend, precision)
     key = (backend, Precision(precision).value)
     with _defaults_lock:
         ctx = _defaults.get(key)
