@@ -22,7 +22,18 @@ from .constraints import (
     RowIneq,
     TotalElems,
 )
-from .terms import AffineDim, ConvPart, Dim, DimTerm, DimVar, Row, RowVar, dim_size, show_dim
+from .terms import (
+    AffineDim,
+    ConvPart,
+    Dim,
+    DimTerm,
+    DimVar,
+    Row,
+    RowVar,
+    dim_size,
+    kernel_span,
+    show_dim,
+)
 
 MAX_RANK = 64  #: a row longer than this means a row-rank cycle
 MAX_STEPS = 1_000_000  #: a safety net against non-termination (per `add` / `close`)
@@ -298,11 +309,13 @@ class Solver:
         k = dim_size(a.conv.kernel)
         if k is None:
             return False
-        span = 1 + (k - 1) * a.conv.dilation
-        if size < span or (size - span) % a.stride:
-            raise _conflict(o, f"input size {size} does not tile kernel span {span} by stride "
-                            f"{a.stride}")
-        self._queue.append(DimEq(a.over, Dim((size - span) // a.stride + 1), o))
+        span = kernel_span(k, a.conv.dilation)
+        rest = size - a.offset - span
+        if rest < 0 or rest % a.stride:
+            raise _conflict(o, f"axis size {size} does not fit the affine index "
+                            f"{show_dim(a)}: it needs {a.stride}*(o-1) + offset {a.offset} + "
+                            f"kernel span {span} == {size} for a whole number of outputs o >= 1")
+        self._queue.append(DimEq(a.over, Dim(rest // a.stride + 1), o))
         return True
 
     def _dim_ineq(self, cur: DimTerm, subr: DimTerm, o: Origin) -> bool:
