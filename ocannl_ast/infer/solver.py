@@ -71,6 +71,9 @@ class Solver:
         self._stuck: dict[int, Constraint] = {}
         self._watch: dict[tuple[str, int], frozenset[int]] = {}
         self._next_cid = 0
+        #: dims bounded from below by a size-1 axis only (`d >= 1`): no other bound closes
+        #: them to 1 (seed 002), where an unconstrained parameter dim is an error
+        self._one_bounded: dict[int, DimVar] = {}
         self._steps = 0
         #: undo log of the running `add` / `close`: a failed call leaves no trace
         self._trail: list[tuple[dict[Any, Any], Any, Any]] | None = None
@@ -319,6 +322,9 @@ class Solver:
         return True
 
     def _dim_ineq(self, cur: DimTerm, subr: DimTerm, o: Origin) -> bool:
+        if isinstance(subr, Dim) and subr.size == 1 and isinstance(cur, DimVar):
+            self._put(self._one_bounded, cur.id, cur)
+            return True
         if isinstance(subr, Dim) and subr.size == 1 or cur == subr:
             return True
         if isinstance(cur, Dim) and isinstance(subr, Dim):
@@ -504,15 +510,25 @@ class Solver:
                 n = self._dim_lub(v, set()) if at_least.get(v, 1) > 1 else None
                 self._bind_dim(DimVar(v), Dim(n if n is not None else at_least.get(v, 1)), o)
             return True
+        used = at_least.keys() | self._one_bounded_ids()
         for v in sorted(leaf_dims):
             params = [s for s in dims[v] if s.is_param]
-            if params and v not in at_least:
+            if params and v not in used:
                 raise ShapeError(f"parameter '{params[0].label}': a dimension is not "
                                  "determined by any use; pass its dims explicitly",
                                  getattr(params[0], "span", None))
         for v in sorted(dims):
             self._bind_dim(DimVar(v), Dim(at_least.get(v, 1)), o)
         return bool(dims)
+
+    def _one_bounded_ids(self) -> set[int]:
+        """Unsolved dim variables some use bounds by a size-1 axis: they close to 1."""
+        out: set[int] = set()
+        for v in self._one_bounded.values():
+            d = self.subst_dim(v)
+            if isinstance(d, DimVar):
+                out.add(d.id)
+        return out
 
     def _at_least_bounds(self) -> dict[int, int]:
         """Unsolved dim variables read or written at a fixed index: the size they need."""
