@@ -22,6 +22,7 @@ from .constraints import (
     RowIneq,
     TotalElems,
 )
+from .rank_cycles import rank_cycle
 from .terms import (
     AffineDim,
     ConvPart,
@@ -392,6 +393,7 @@ class Solver:
         if cur.var is None and len(cur.dims) < need:
             raise _conflict(o, f"cannot broadcast {need} axes into {len(cur.dims)} axes")
         if cur.var is not None and cur.known_len < need:
+            self._check_rank_cycle(RowIneq(cur, subr, o), cur, subr)
             extra = tuple(self.fresh_dim() for _ in range(need - cur.known_len))
             self._bind_row(cur.var, Row.open(self.fresh_row(), (), extra), o)
             self._queue.append(RowIneq(cur, subr, o))
@@ -409,6 +411,21 @@ class Solver:
             return False
         self._stash(RowIneq(rest_cur, rest_sub, o))
         return True
+
+    def _check_rank_cycle(self, c: RowIneq, cur: Row, subr: Row) -> None:
+        """Before growing `cur` to fit `subr`: a ShapeError naming the inequalities if they
+        and pending ones ask a row for more axes than itself (growing would never end)."""
+        if subr.var is None:
+            return
+        pending = [(p, self.subst_row(p.cur), self.subst_row(p.subr))
+                   for p in (*self._stuck.values(), *self._queue) if isinstance(p, RowIneq)]
+        cycle = rank_cycle((c, cur, subr), pending)
+        if cycle is None:
+            return
+        steps = "\n".join(f"  - {x.origin.describe()}"
+                          + (f" at {x.origin.span}" if x.origin.span else "") for x in cycle)
+        raise _conflict(c.origin, f"row-rank cycle: these {len(cycle)} broadcasts each need a "
+                        f"row with more axes than the next, around a cycle:\n{steps}")
 
     def _total_elems(self, row: Row, n: int, o: Origin) -> bool:
         if row.var is not None:
