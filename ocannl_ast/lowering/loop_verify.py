@@ -152,7 +152,7 @@ class _Checker:
         if len(e.key) != 4 or any(not 0 <= k < _U32 for k in e.key):
             self.report(where, f"threefry key {e.key} is not four 32-bit words")
         self.check_index(e.counter, scope, where)
-        rng = index_range(e.counter, scope.symbols)
+        rng = index_range(e.counter, scope.symbols) if scope.live else None
         if rng is not None and not (0 <= rng[0] and rng[1] < _U32):
             self.report(where, f"threefry counter ranges over {list(rng)}, not 32-bit unsigned")
 
