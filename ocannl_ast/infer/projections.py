@@ -26,7 +26,7 @@ from .logic import (
     row_var_key,
 )
 from .spec_ast import Affine, AxisSpec, Concat, FixedIndex, Label, RowSpec, ShapeSpec, Wildcard
-from .terms import Kind
+from .terms import Kind, kernel_span
 
 ShapeDims = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]  # batch, output, input
 
@@ -186,7 +186,7 @@ class _Derivation:
             case Label(name=n):
                 self.labels.setdefault(n, []).append(i)
             case FixedIndex(value=c):
-                if not 0 <= c < max(self.uf.size[i], 1):
+                if not 0 <= c < self.uf.size[i]:
                     raise ShapeError(f"projections of {self.uf.op}: fixed index {c} is out of "
                                      f"range for an axis of size {self.uf.size[i]}")
                 self.uf.pin_to(i, c)
@@ -206,9 +206,10 @@ class _Derivation:
     # ---- labeling (closing the classes) --------------------------------------------
 
     def label(self) -> Projections:
-        """Pinned classes take their pin, iterated classes of size > 1 a fresh iterator,
-        the rest Fix(0); derived (affine) axes are evaluated in a second stratum."""
+        """Pinned classes take their pin, iterated classes of size other than 1 a fresh
+        iterator (size 0: a loop that runs zero times), size-1 classes Fix(0); derived (affine) axes are evaluated in a second stratum."""
         self.virtual_labels()
+        self.check_affine_bounds()
         product: list[tuple[Symbol, int]] = []
         memo: dict[int, IndexExpr] = {}
 
@@ -220,7 +221,7 @@ class _Derivation:
                     memo[r] = IndexExpr(((1, p),), 0)
                 elif p is not None:
                     memo[r] = IndexExpr((), p)
-                elif self.uf.size[r] > 1:
+                elif self.uf.size[r] != 1:  # size 0 iterates zero times
                     sym = fresh_symbol("i")
                     product.append((sym, self.uf.size[r]))
                     memo[r] = IndexExpr(((1, sym),), 0)
@@ -255,8 +256,21 @@ class _Derivation:
                 over = n // d.stride
             else:
                 k = self.uf.size[self.uf.find(self.labels[d.kernel][0])]
-                over = (n - 1 - (k - 1) * d.dilation) // d.stride + 1
+                over = max((n - d.offset - kernel_span(k, d.dilation)) // d.stride + 1, 0)
             self.labels[d.over] = [self.uf.new(over)]
+
+    def check_affine_bounds(self) -> None:
+        """Every affine index stays inside its axis: `stride * (over - 1) + offset +
+        dilation * (kernel - 1) < size` (shape inference sizes the axes so; this guards it)."""
+        for i, d in sorted(self.derived.items()):
+            over = self.uf.size[self.uf.find(self.labels[d.over][0])]
+            k = 1 if d.kernel is None else self.uf.size[self.uf.find(self.labels[d.kernel][0])]
+            if over == 0 or k == 0:
+                continue  # the axis is never addressed
+            top = d.stride * (over - 1) + d.offset + d.dilation * (k - 1)
+            if top >= self.uf.size[i]:
+                raise ShapeError(f"projections of {self.uf.op}: the affine index reaches "
+                                 f"position {top} of an axis of size {self.uf.size[i]}")
 
     def affine_index(self, d: _Derived, cls: _ClassIndex) -> IndexExpr:
         terms: dict[Symbol, int] = {}

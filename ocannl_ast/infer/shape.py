@@ -88,24 +88,35 @@ class Shape:
             self.solver.close([self])
 
     def _ints(self, ix: int) -> tuple[int, ...]:
-        self.close()
         r = self.solver.subst_row(self._rows[ix])
-        return tuple(int(dim_size(d)) for d in r.dims)  # type: ignore[arg-type]
+        sizes = [dim_size(d) for d in r.dims]
+        if r.var is not None or any(n is None for n in sizes):
+            kind = ("batch", "output", "input")[ix]
+            raise ShapeError(f"the {kind} dims of '{self.label}' are not inferred yet (shape "
+                             f"so far: {self.describe()}); call oc.infer_shapes(tensor) first "
+                             "(eval and compile do it); reading a shape never closes it",
+                             user_span())
+        return tuple(int(n) for n in sizes)  # type: ignore[arg-type]
 
     @property
     def batch(self) -> tuple[int, ...]:
+        """The batch dims once inferred (`oc.infer_shapes`, eval, compile); a ShapeError
+        while the row is still open: reading never closes a shape (that would freeze a
+        parameter before its uses are known)."""
         return self._ints(0)
 
     @property
     def output(self) -> tuple[int, ...]:
+        """The output dims once inferred; a ShapeError while open (see `batch`)."""
         return self._ints(1)
 
     @property
     def input(self) -> tuple[int, ...]:
+        """The input dims once inferred; a ShapeError while open (see `batch`)."""
         return self._ints(2)
 
     def dims(self) -> tuple[int, ...]:
-        """All dims in memory layout order: batch, output, input."""
+        """All dims in memory layout order: batch, output, input (closed shapes only)."""
         return self.batch + self.output + self.input
 
     def labels(self) -> tuple[str | None, ...]:
@@ -121,9 +132,8 @@ class Shape:
         return f"{bat}|{txt}" if bat else txt
 
     def __str__(self) -> str:
-        """OCANNL notation of the inferred shape (closes it, like `.batch` / `.output`);
-        `describe()` shows the shape as inferred so far without closing."""
-        self.close()
+        """OCANNL notation of the shape as inferred so far ("2|3->4"). Printing never closes:
+        an open shape shows its variables (`?i3` a dim, `..r5..` a row of unknown length)."""
         return self.describe()
 
     def __repr__(self) -> str:

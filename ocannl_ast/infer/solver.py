@@ -22,7 +22,19 @@ from .constraints import (
     RowIneq,
     TotalElems,
 )
-from .terms import AffineDim, ConvPart, Dim, DimTerm, DimVar, Row, RowVar, dim_size, show_dim
+from .rank_cycles import rank_cycle
+from .terms import (
+    AffineDim,
+    ConvPart,
+    Dim,
+    DimTerm,
+    DimVar,
+    Row,
+    RowVar,
+    dim_size,
+    kernel_span,
+    show_dim,
+)
 
 MAX_RANK = 64  #: a row longer than this means a row-rank cycle
 MAX_STEPS = 1_000_000  #: a safety net against non-termination (per `add` / `close`)
@@ -60,6 +72,9 @@ class Solver:
         self._stuck: dict[int, Constraint] = {}
         self._watch: dict[tuple[str, int], frozenset[int]] = {}
         self._next_cid = 0
+        #: dims bounded from below by a size-1 axis only (`d >= 1`): no other bound closes
+        #: them to 1 (seed 002), where an unconstrained parameter dim is an error
+        self._one_bounded: dict[int, DimVar] = {}
         self._steps = 0
         #: undo log of the running `add` / `close`: a failed call leaves no trace
         self._trail: list[tuple[dict[Any, Any], Any, Any]] | None = None
@@ -298,14 +313,19 @@ class Solver:
         k = dim_size(a.conv.kernel)
         if k is None:
             return False
-        span = 1 + (k - 1) * a.conv.dilation
-        if size < span or (size - span) % a.stride:
-            raise _conflict(o, f"input size {size} does not tile kernel span {span} by stride "
-                            f"{a.stride}")
-        self._queue.append(DimEq(a.over, Dim((size - span) // a.stride + 1), o))
+        span = kernel_span(k, a.conv.dilation)
+        rest = size - a.offset - span
+        if rest < 0 or rest % a.stride:
+            raise _conflict(o, f"axis size {size} does not fit the affine index "
+                            f"{show_dim(a)}: it needs {a.stride}*(o-1) + offset {a.offset} + "
+                            f"kernel span {span} == {size} for a whole number of outputs o >= 1")
+        self._queue.append(DimEq(a.over, Dim(rest // a.stride + 1), o))
         return True
 
     def _dim_ineq(self, cur: DimTerm, subr: DimTerm, o: Origin) -> bool:
+        if isinstance(subr, Dim) and subr.size == 1 and isinstance(cur, DimVar):
+            self._put(self._one_bounded, cur.id, cur)
+            return True
         if isinstance(subr, Dim) and subr.size == 1 or cur == subr:
             return True
         if isinstance(cur, Dim) and isinstance(subr, Dim):
@@ -373,6 +393,7 @@ class Solver:
         if cur.var is None and len(cur.dims) < need:
             raise _conflict(o, f"cannot broadcast {need} axes into {len(cur.dims)} axes")
         if cur.var is not None and cur.known_len < need:
+            self._check_rank_cycle(RowIneq(cur, subr, o), cur, subr)
             extra = tuple(self.fresh_dim() for _ in range(need - cur.known_len))
             self._bind_row(cur.var, Row.open(self.fresh_row(), (), extra), o)
             self._queue.append(RowIneq(cur, subr, o))
@@ -390,6 +411,21 @@ class Solver:
             return False
         self._stash(RowIneq(rest_cur, rest_sub, o))
         return True
+
+    def _check_rank_cycle(self, c: RowIneq, cur: Row, subr: Row) -> None:
+        """Before growing `cur` to fit `subr`: a ShapeError naming the inequalities if they
+        and pending ones ask a row for more axes than itself (growing would never end)."""
+        if subr.var is None:
+            return
+        pending = [(p, self.subst_row(p.cur), self.subst_row(p.subr))
+                   for p in (*self._stuck.values(), *self._queue) if isinstance(p, RowIneq)]
+        cycle = rank_cycle((c, cur, subr), pending)
+        if cycle is None:
+            return
+        steps = "\n".join(f"  - {x.origin.describe()}"
+                          + (f" at {x.origin.span}" if x.origin.span else "") for x in cycle)
+        raise _conflict(c.origin, f"row-rank cycle: these {len(cycle)} broadcasts each need a "
+                        f"row with more axes than the next, around a cycle:\n{steps}")
 
     def _total_elems(self, row: Row, n: int, o: Origin) -> bool:
         if row.var is not None:
@@ -491,15 +527,25 @@ class Solver:
                 n = self._dim_lub(v, set()) if at_least.get(v, 1) > 1 else None
                 self._bind_dim(DimVar(v), Dim(n if n is not None else at_least.get(v, 1)), o)
             return True
+        used = at_least.keys() | self._one_bounded_ids()
         for v in sorted(leaf_dims):
             params = [s for s in dims[v] if s.is_param]
-            if params and v not in at_least:
+            if params and v not in used:
                 raise ShapeError(f"parameter '{params[0].label}': a dimension is not "
                                  "determined by any use; pass its dims explicitly",
                                  getattr(params[0], "span", None))
         for v in sorted(dims):
             self._bind_dim(DimVar(v), Dim(at_least.get(v, 1)), o)
         return bool(dims)
+
+    def _one_bounded_ids(self) -> set[int]:
+        """Unsolved dim variables some use bounds by a size-1 axis: they close to 1."""
+        out: set[int] = set()
+        for v in self._one_bounded.values():
+            d = self.subst_dim(v)
+            if isinstance(d, DimVar):
+                out.add(d.id)
+        return out
 
     def _at_least_bounds(self) -> dict[int, int]:
         """Unsolved dim variables read or written at a fixed index: the size they need."""

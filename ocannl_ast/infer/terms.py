@@ -39,8 +39,10 @@ class ConvPart:
 class AffineDim:
     """An input axis indexed by `stride * over + offset` (+ a kernel): size derives from over.
 
-    Sizes: pure stride or padded, `stride * over`; valid conv,
-    `stride * (over - 1) + 1 + (kernel - 1) * dilation`.
+    Sizes: pure stride or padded, `stride * over` (the offset is a phase, `< stride`); valid
+    conv, `stride * (over - 1) + offset + span` with `span = 1 + (kernel - 1) * dilation`:
+    the largest index read, `stride * (over - 1) + offset + dilation * (kernel - 1)`, is the
+    last position of the axis, so no index ever leaves it.
     """
 
     stride: int  #: >= 1
@@ -100,7 +102,7 @@ def dim_size(d: DimTerm) -> int | None:
             return s
         case DimVar():
             return None
-        case AffineDim(stride=st, over=over, conv=conv):
+        case AffineDim(stride=st, over=over, offset=off, conv=conv):
             o = dim_size(over)
             if o is None:
                 return None
@@ -109,9 +111,15 @@ def dim_size(d: DimTerm) -> int | None:
             k = dim_size(conv.kernel)
             if k is None:
                 return None
-            return st * (o - 1) + 1 + (k - 1) * conv.dilation if o > 0 else 0
+            return st * (o - 1) + off + kernel_span(k, conv.dilation) if o > 0 else 0
         case _:
             raise AssertionError(d)
+
+
+def kernel_span(kernel: int, dilation: int) -> int:
+    """Input positions a dilated kernel covers: `1 + (kernel - 1) * dilation` (an empty
+    kernel reads nothing; it counts as one position so sizes stay positive)."""
+    return 1 + (kernel - 1) * dilation if kernel > 0 else 1
 
 
 def show_dim(d: DimTerm) -> str:

@@ -81,9 +81,11 @@ class _Scope:
 
     symbols: dict[Symbol, int | None]
     locals: set[str] = field(default_factory=set)
+    #: False inside a loop of extent 0: its body never runs, so no access is made
+    live: bool = True
 
     def nested(self) -> _Scope:
-        return _Scope(dict(self.symbols), set(self.locals))
+        return _Scope(dict(self.symbols), set(self.locals), self.live)
 
 
 @dataclass(slots=True)
@@ -113,7 +115,7 @@ class _Checker:
             self.report(where, f"{len(index)} indices for rank-{len(buf.dims)} {buf.name!r}")
         for axis, (e, dim) in enumerate(zip(index, buf.dims)):
             self.check_index(e, scope, where)
-            rng = index_range(e, scope.symbols)
+            rng = index_range(e, scope.symbols) if scope.live else None
             if rng is not None and not (0 <= rng[0] and rng[1] < dim):
                 self.report(
                     where,
@@ -150,7 +152,7 @@ class _Checker:
         if len(e.key) != 4 or any(not 0 <= k < _U32 for k in e.key):
             self.report(where, f"threefry key {e.key} is not four 32-bit words")
         self.check_index(e.counter, scope, where)
-        rng = index_range(e.counter, scope.symbols)
+        rng = index_range(e.counter, scope.symbols) if scope.live else None
         if rng is not None and not (0 <= rng[0] and rng[1] < _U32):
             self.report(where, f"threefry counter ranges over {list(rng)}, not 32-bit unsigned")
 
@@ -187,12 +189,13 @@ class _Checker:
 
     def check_for(self, s: ForLoop, scope: _Scope) -> None:
         where = f"loop over {_sym(s.symbol)}"
-        if s.extent <= 0:
-            self.report(where, f"non-positive extent {s.extent}")
+        if s.extent < 0:
+            self.report(where, f"negative extent {s.extent}")
         if s.symbol in scope.symbols:
             self.report(where, f"{_sym(s.symbol)} is already bound (outer loop or static arg)")
         inner = scope.nested()
         inner.symbols[s.symbol] = s.extent
+        inner.live = scope.live and s.extent > 0
         self.check_stmt(s.body, inner)
 
     def check_check_index(self, s: CheckIndex, scope: _Scope) -> None:

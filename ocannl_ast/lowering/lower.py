@@ -196,7 +196,7 @@ def _cell_loops(buf: Buffer) -> tuple[list[tuple[Symbol, int]], tuple[IndexExpr,
     index: list[IndexExpr] = []
     stride, terms = 1, []
     for d in reversed(buf.dims):
-        if d > 1:
+        if d != 1:  # a size-0 axis: a loop that runs zero times
             s = Symbol(next(_sym_ids), "c")
             loops.append((s, d))
             index.append(IndexExpr(((1, s),), 0))

@@ -60,7 +60,7 @@ def _ident(label: str) -> str:
 class Tensor:
     """A tensor expression node. Build with operators, `oc.einsum`, `oc.param`, ...
 
-    Example: ``(oc.ndarray([1.0, 2.0]) * 3.0).shape.output == (2,)``.
+    Example: ``t = oc.ndarray([1.0, 2.0]) * 3.0; oc.infer_shapes(t); t.shape.output == (2,)``.
     """
 
     __array_priority__ = 1000  # NumPy scalars defer to our operators

@@ -31,7 +31,7 @@ from ocannl_ast.infer.constraints import (
     TotalElems,
 )
 from ocannl_ast.infer.solver import Solver
-from ocannl_ast.infer.terms import Dim, DimTerm, DimVar, Row, dim_size
+from ocannl_ast.infer.terms import AffineDim, ConvPart, Dim, DimTerm, DimVar, Row, dim_size
 
 
 @contextlib.contextmanager
@@ -83,11 +83,11 @@ def _broadcasts(cur: tuple[int, ...], sub: tuple[int, ...]) -> bool:
     return all(s in (c, 1) for c, s in zip(cur[len(cur) - len(sub):], sub, strict=True))
 
 
-def _ground_rows(rng: random.Random) -> list[tuple[int, ...]]:
+def _ground_rows(rng: random.Random, max_dim: int = 4) -> list[tuple[int, ...]]:
     rows: list[tuple[int, ...]] = []
     for i in range(rng.randint(2, 6)):
         if i == 0 or rng.random() < 0.3:
-            rows.append(tuple(rng.randint(1, 4) for _ in range(rng.randint(0, 3))))
+            rows.append(tuple(rng.randint(1, max_dim) for _ in range(rng.randint(0, 3))))
             continue
         base = rows[rng.randrange(i)]
         mode = rng.choice(["same", "sub", "super"])
@@ -111,11 +111,14 @@ class Program:
     modes: list[tuple[str, int, tuple[bool, ...]]]  #: (closed|open, explicit suffix, var mask)
     terminal: list[bool]
     relations: list[tuple[str, tuple[int, ...]]]  #: constraint kind and its slot/positions
+    params: list[bool] | None = None  #: terminal rows that are parameters
 
 
-def gen_program(seed: int) -> Program:
+def gen_program(seed: int, *, max_dim: int = 4, params: bool = False) -> Program:
+    """A consistent random program; `max_dim=2` makes size-1 axes common, `params` turns
+    some terminal rows into parameters (whose undetermined dims are an error)."""
     rng = random.Random(seed)
-    grounds = _ground_rows(rng)
+    grounds = _ground_rows(rng, max_dim)
     modes, terminal = [], []
     for g in grounds:
         kind = rng.choice(["closed", "closed", "open"])
@@ -149,7 +152,8 @@ def gen_program(seed: int) -> Program:
         kind, suffix, mask = modes[i]
         if kind == "closed" and sum(mask) == 1 and rng.random() < 0.5:
             rels.append(("total", (i,)))
-    return Program(grounds, modes, terminal, rels)
+    par = [t and rng.random() < 0.5 for t in terminal] if params else None
+    return Program(grounds, modes, terminal, rels, par)
 
 
 def instantiate(p: Program, s: Solver) -> tuple[list[FakeShape], list[Constraint]]:
@@ -162,7 +166,8 @@ def instantiate(p: Program, s: Solver) -> tuple[list[FakeShape], list[Constraint
         ts: tuple[DimTerm, ...] = tuple(s.fresh_dim() if unknown else Dim(d)
                                         for d, unknown in zip(explicit, mask, strict=True))
         row = Row.closed(ts) if kind == "closed" else Row.open(s.fresh_row(), (), ts)
-        shapes.append(FakeShape(f"t{k}", row, is_terminal=term))
+        is_param = p.params is not None and p.params[k]
+        shapes.append(FakeShape(f"t{k}", row, is_terminal=term, is_param=is_param))
         terms.append(ts)
     cs: list[Constraint] = []
     o = Origin("test")
@@ -272,6 +277,20 @@ def test_consistent_programs_propagate_and_close_soundly(seed: int) -> None:
     p = gen_program(seed)
     n = len(instantiate(p, Solver())[1])
     solve(p, list(range(n)), one_by_one=False)
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10**9), data=st.data())
+def test_closing_with_params_and_size_one_axes_is_order_independent(
+        seed: int, data: st.DataObject) -> None:
+    """Size-1 axes everywhere and parameters among the leaves: a dim bounded only by a
+    size-1 axis closes to 1, an unconstrained parameter dim fails, whatever the order."""
+    p = gen_program(seed, max_dim=2, params=True)
+    n = len(instantiate(p, Solver())[1])
+    order1 = data.draw(st.permutations(range(n)), label="order1")
+    order2 = data.draw(st.permutations(range(n)), label="order2")
+    one = data.draw(st.booleans(), label="one_by_one")
+    assert solve(p, list(order1), one) == solve(p, list(order2), not one)
 
 
 def test_closing_rarely_fails_on_consistent_programs() -> None:
@@ -587,3 +606,58 @@ def test_step_budget_is_per_call(monkeypatch: pytest.MonkeyPatch) -> None:
         v = s.fresh_dim()
         s.add([DimEq(v, Dim(k % 5 + 1), O)])
         assert s.subst_dim(v) == Dim(k % 5 + 1)
+
+
+# ---- affine dims (seed 001) and size-1 bounds ------------------------------------------------
+
+
+@settings(max_examples=300, deadline=None)
+@given(stride=st.integers(1, 3), dil=st.integers(1, 3), off=st.integers(0, 3),
+       over=st.integers(1, 4), kernel=st.integers(1, 3), known=st.sampled_from(["in", "out"]),
+       data=st.data())
+def test_affine_valid_conv_sizes_every_index_in_range(
+        stride: int, dil: int, off: int, over: int, kernel: int, known: str,
+        data: st.DataObject) -> None:
+    """Whichever side is known and in whatever order, the solved sizes put the largest
+    index `stride*(o-1) + offset + dilation*(k-1)` on the axis's last position."""
+    size = stride * (over - 1) + off + dil * (kernel - 1) + 1
+    s = Solver()
+    o, k, n = s.fresh_dim("o"), s.fresh_dim("k"), s.fresh_dim("n")
+    cs: list[Constraint] = [DimEq(AffineDim(stride, o, off, ConvPart(dil, k, False)), n, O),
+                            DimEq(k, Dim(kernel), O),
+                            DimEq(n, Dim(size), O) if known == "in" else DimEq(o, Dim(over), O)]
+    order = data.draw(st.permutations(range(3)))
+    for i in order:
+        s.add([cs[i]])
+    assert (_size(s, o), _size(s, k), _size(s, n)) == (over, kernel, size)
+
+
+@pytest.mark.parametrize(("stride", "off", "kernel", "size"), [
+    (2, 1, 3, 7),  # the reported case: 2*(o-1) + 1 + 3 = 7 has no whole o
+    (1, 2, 3, 4),  # offset 2 + span 3 exceeds 4
+    (3, 0, 2, 6),
+])
+def test_affine_input_that_does_not_fit_is_an_error(stride: int, off: int, kernel: int,
+                                                    size: int) -> None:
+    s = Solver()
+    o = s.fresh_dim("o")
+    aff = AffineDim(stride, o, off, ConvPart(1, Dim(kernel), False))
+    with pytest.raises(ShapeError, match=f"axis size {size} does not fit the affine index"):
+        s.add([DimEq(aff, Dim(size), O)])
+
+
+@pytest.mark.parametrize("flip", [False, True])
+def test_param_dim_bounded_only_by_size_one_closes_to_one(flip: bool) -> None:
+    """Seed 002: no least upper bound beyond 1 -> 1; nothing at all -> the param error."""
+    s = Solver()
+    v, w = s.fresh_dim(), s.fresh_dim()
+    p = FakeShape("p1", Row.closed((v,)), is_terminal=True, is_param=True)
+    q = FakeShape("q1", Row.closed((w,)), is_terminal=True, is_param=True)
+    cs: list[Constraint] = [DimIneq(v, Dim(1), O), DimEq(v, w, O)]
+    s.add(cs[::-1] if flip else cs)
+    s.close([p, q])
+    assert closed_dims(s, p.row) == closed_dims(s, q.row) == ((1, None),)
+    s2 = Solver()
+    p2 = FakeShape("p2", Row.closed((s2.fresh_dim(),)), is_terminal=True, is_param=True)
+    with pytest.raises(ShapeError, match="parameter 'p2'"):
+        s2.close([p2])

@@ -105,8 +105,8 @@ def test_locals() -> None:
     assert "declared twice" in problems(p)
 
 
-def test_non_positive_extent_and_zero_coefficient() -> None:
-    assert "non-positive extent 0" in problems(prog(ForLoop(I, 0, Fill(Y, 0.0))))
+def test_negative_extent_and_zero_coefficient() -> None:
+    assert "negative extent -1" in problems(prog(ForLoop(I, -1, Fill(Y, 0.0))))
     zero = IndexExpr(((0, I),), 1)
     p = prog(ForLoop(I, 2, SetCell(Y, (zero,), Const(1.0))))
     assert "zero coefficient on i#1" in problems(p)
@@ -146,5 +146,20 @@ def test_signature_problems_and_all_reported_together() -> None:
     dup = Buffer(12, "y", (4,))
     msg = problems(prog(Seq((Fill(dup, 0.0), ForLoop(I, -1, Fill(Y, 0.0)))), Y, dup))
     assert "buffer name 'y' appears twice" in msg
-    assert "non-positive extent -1" in msg
+    assert "negative extent -1" in msg
     assert msg.count("\n  - ") == 2
+
+
+def test_zero_extent_loop_body_is_never_run() -> None:
+    """A size-0 axis iterates zero times: its body makes no access, whatever the index."""
+    verify_program(prog(ForLoop(I, 0, SetCell(Y, (index_of(I),), Const(1.0)))))
+    empty = Buffer(12, "e", (0,))
+    p = LoopProgram("p", (X, Y, empty), (), ForLoop(I, 0, SetCell(empty, (index_of(I),),
+                                                                  Const(1.0))))
+    verify_program(p)
+    # the structural checks still apply inside a dead loop
+    assert "symbol j#2 used outside its loop" in problems(
+        prog(ForLoop(I, 0, SetCell(Y, (index_of(J),), Const(1.0)))))
+    # but an access outside a zero-extent loop to an empty buffer is out of bounds
+    bad = LoopProgram("p", (X, Y, empty), (), SetCell(empty, (IndexExpr((), 0),), Const(1.0)))
+    assert "'e' axis 0 ranges over [0, 0], outside [0, 0)" in problems(bad)
