@@ -88,6 +88,7 @@ def value_and_grad(loss: Tensor, wrt: list[Tensor] | Tensor, *, ctx: Context | N
     with c.lock:
         c.compile([loss.forward_all(), loss.backprop])()
         reached = {t.id for t in loss.subgraph()}
+        infer_shapes(*(w for w in wrt if w.id not in reached))
         grads = [c.get(w.grad) if w.id in reached else _np.zeros(w.dims(), c.dtype)
                  for w in wrt]
         return c.get(loss), grads
