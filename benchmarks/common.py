@@ -9,6 +9,7 @@ import contextlib
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -20,8 +21,6 @@ from typing import Any
 
 import cffi
 import numpy as np
-
-from ocannl_ast.backends import c_backend
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -142,8 +141,8 @@ def have_threadpoolctl() -> bool:
 
 def thread_control_method() -> str:
     if have_threadpoolctl():
-        return "threadpoolctl (in process)"
-    return "env vars OPENBLAS/OMP/MKL_NUM_THREADS in a subprocess (threadpoolctl not installed)"
+        return "threadpoolctl, in process"
+    return "*_NUM_THREADS env vars, subprocess (no threadpoolctl)"
 
 
 @contextlib.contextmanager
@@ -165,17 +164,29 @@ def worker_env(threads: int) -> dict[str, str]:
     return env
 
 
+class WorkerTimeout(Exception):
+    """A worker ran past its time limit (it and its children were killed)."""
+
+
 def run_worker(script: Path, args: Sequence[str], *, threads: int | None = None,
                timeout: float | None = None) -> Any:
-    """Run `python script args...` (a fresh interpreter), parse the JSON of its last line."""
+    """Run `python script args...` (a fresh interpreter), parse the JSON of its last line.
+    Past `timeout` seconds the worker's whole process group (gcc included) is killed and
+    WorkerTimeout raised."""
     env = worker_env(threads) if threads is not None else dict(os.environ)
     env.pop("OCANNL_AST_CHECK", None)  # verification would distort the timings
-    proc = subprocess.run([sys.executable, str(script), *args], capture_output=True,
-                          text=True, env=env, timeout=timeout, check=False)
+    proc = subprocess.Popen([sys.executable, str(script), *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise WorkerTimeout(f"{script.name} {' '.join(args)}: over {timeout} s") from None
     if proc.returncode != 0:
         raise RuntimeError(f"benchmark worker {script.name} {' '.join(args)} failed "
-                           f"(exit {proc.returncode}):\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+                           f"(exit {proc.returncode}):\n{err[-3000:]}")
+    return json.loads(out.strip().splitlines()[-1])
 
 
 # ---- hand-written C, built like generated code ------------------------------------------
@@ -184,6 +195,8 @@ def run_worker(script: Path, args: Sequence[str], *, threads: int | None = None,
 def gcc_command(c_path: Path, so_path: Path) -> list[str]:
     """The command the C backend runs: its optimization flags (or $OCANNL_AST_CFLAGS) and
     its required flags."""
+    from ocannl_ast.backends import c_backend  # lazily: NumPy-only workers skip the import
+
     env = os.environ.get("OCANNL_AST_CFLAGS")
     opt = tuple(env.split()) if env is not None else c_backend.DEFAULT_OPT_FLAGS
     flags = (*opt, *c_backend.REQUIRED_FLAGS)
