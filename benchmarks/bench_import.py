@@ -36,13 +36,28 @@ def import_time(module: str, repeats: int) -> Stat:
     return stat_of(samples)
 
 
+def heaviest_imports(top: int = 4) -> str:
+    """The modules with the largest self time in one `python -X importtime` run."""
+    import subprocess
+
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-c", "import ocannl_ast"],
+                          capture_output=True, text=True, check=True)
+    found: list[tuple[int, str]] = []
+    for line in proc.stderr.splitlines():
+        parts = line.removeprefix("import time:").split("|")
+        if len(parts) == 3 and parts[0].strip().isdigit():
+            found.append((int(parts[0]), parts[2].strip()))
+    return ", ".join(f"{name} {us / 1e3:.0f} ms" for us, name in sorted(found)[::-1][:top])
+
+
 def run(quick: bool = False) -> list[Row]:
     repeats = QUICK_REPEATS if quick else REPEATS
     ours = import_time("ocannl_ast", repeats)
     base = import_time("numpy", repeats)
     return [Row("import", "import numpy (reference)", base.show()),
             Row("import", "import ocannl_ast (includes numpy)", ours.show(),
-                f"<= {TARGET_S * 1e3:g} ms", ours.median <= TARGET_S)]
+                f"<= {TARGET_S * 1e3:g} ms", ours.median <= TARGET_S),
+            Row("import", "largest self times (-X importtime, one run)", heaviest_imports())]
 
 
 if __name__ == "__main__":
