@@ -1,0 +1,66 @@
+"""`import ocannl_ast` time in a fresh interpreter (median of several), with `import numpy`
+alone for reference (ocannl_ast imports it).
+
+Run: `.venv/bin/python benchmarks/bench_import.py [--quick]` (or benchmarks/run_all.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import Row, Stat, print_table, stat_of
+
+TARGET_S = 0.25
+REPEATS, QUICK_REPEATS = 9, 3
+_SNIPPET = ("import json, time; t = time.perf_counter(); import {mod}; "
+            "print(json.dumps(time.perf_counter() - t))")
+
+
+def import_time(module: str, repeats: int) -> Stat:
+    """Seconds for `import module` (interpreter start-up excluded), fresh process each time."""
+    import os
+    import subprocess
+
+    env = dict(os.environ)
+    env.pop("OCANNL_AST_CHECK", None)
+    samples = []
+    for _ in range(repeats):
+        out = subprocess.run([sys.executable, "-c", _SNIPPET.format(mod=module)],
+                             capture_output=True, text=True, check=True, env=env)
+        samples.append(float(json.loads(out.stdout.strip().splitlines()[-1])))
+    return stat_of(samples)
+
+
+def heaviest_imports(top: int = 4) -> str:
+    """The modules with the largest self time in one `python -X importtime` run."""
+    import subprocess
+
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-c", "import ocannl_ast"],
+                          capture_output=True, text=True, check=True)
+    found: list[tuple[int, str]] = []
+    for line in proc.stderr.splitlines():
+        parts = line.removeprefix("import time:").split("|")
+        if len(parts) == 3 and parts[0].strip().isdigit():
+            found.append((int(parts[0]), parts[2].strip()))
+    return ", ".join(f"{name} {us / 1e3:.0f} ms" for us, name in sorted(found)[::-1][:top])
+
+
+def run(quick: bool = False) -> list[Row]:
+    repeats = QUICK_REPEATS if quick else REPEATS
+    ours = import_time("ocannl_ast", repeats)
+    base = import_time("numpy", repeats)
+    return [Row("import", "import numpy (reference)", base.show()),
+            Row("import", "import ocannl_ast (includes numpy)", ours.show(),
+                f"<= {TARGET_S * 1e3:g} ms", ours.median <= TARGET_S),
+            Row("import", "largest self times (-X importtime, one run)", heaviest_imports())]
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--quick", action="store_true", help="3 repeats instead of 9")
+    print_table(run(ap.parse_args().quick))

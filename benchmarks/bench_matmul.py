@@ -1,0 +1,130 @@
+"""float32 matmul (n = 512 and 1024) and a batched matmul: ocannl_ast's compiled
+`oc.einsum("ij;jk=>ik", a, b)` against NumPy (its BLAS) limited to 1 and to 2 threads.
+
+ocannl_ast's generated C is single-threaded, so its time is the same in both comparisons.
+BLAS threads are limited with threadpoolctl when installed, else by running the NumPy side
+in a subprocess with OPENBLAS/OMP/MKL_NUM_THREADS set (the table says which).
+
+Run: `.venv/bin/python benchmarks/bench_matmul.py [--quick]` (or benchmarks/run_all.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import (
+    Row,
+    Stat,
+    blas_threads,
+    have_threadpoolctl,
+    measure_all,
+    print_table,
+    ratio_row,
+    run_worker,
+    thread_control_method,
+)
+
+#: name -> (einsum spec, shape of a, shape of b, target at 1 thread, target at 2 threads)
+Case = tuple[str, tuple[int, ...], tuple[int, ...], float | None, float | None]
+FULL: dict[str, Case] = {
+    "matmul n=512": ("ij;jk=>ik", (512, 512), (512, 512), 0.6, 0.5),
+    "matmul n=1024": ("ij;jk=>ik", (1024, 1024), (1024, 1024), 0.6, 0.5),
+    "batched matmul 32x(128x128 @ 128x128)": ("bij;bjk=>bik", (32, 128, 128), (32, 128, 128),
+                                              None, None),
+}
+QUICK: dict[str, Case] = {
+    "matmul n=64": ("ij;jk=>ik", (64, 64), (64, 64), None, None),  # tiny: no targets
+    "batched matmul 4x(32x32 @ 32x32)": ("bij;bjk=>bik", (4, 32, 32), (4, 32, 32), None, None),
+}
+
+
+def operands(case: Case) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(0)
+    return (rng.standard_normal(case[1]).astype(np.float32),
+            rng.standard_normal(case[2]).astype(np.float32))
+
+
+def ocannl_matmul(case: Case) -> Callable[[int], None]:
+    """The compiled routine, after checking its result against a float64 reference."""
+    import ocannl_ast as oc  # here: the NumPy worker process does not need it
+
+    a, b = operands(case)
+    c = oc.einsum(case[0], oc.ndarray(a), oc.ndarray(b))
+    ctx = oc.Context()
+    routine = ctx.compile(c.forward)
+    routine()
+    ref = np.matmul(a.astype(np.float64), b.astype(np.float64))
+    got = ctx.get(c)
+    tol = 1e-5 * np.sqrt(a.shape[-1]) * np.abs(ref).max()
+    if got.shape != ref.shape or np.abs(got - ref).max() > tol:
+        raise RuntimeError(f"matmul benchmark: ocannl_ast result for {case} is wrong")
+    return lambda i: routine()
+
+
+def _matmul_into(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> Callable[[int], None]:
+    def call(i: int) -> None:
+        np.matmul(a, b, out=out)
+
+    return call
+
+
+def numpy_times(cases: dict[str, Case], quick: bool) -> dict[str, Stat]:
+    fns: dict[str, Callable[[int], None]] = {}
+    for name, case in cases.items():
+        a, b = operands(case)
+        out = np.empty(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1]),
+                       np.float32)
+        fns[name] = _matmul_into(a, b, out)
+    return measure_all(fns, rounds=3 if quick else 5, round_s=0.01 if quick else 0.3)
+
+
+def numpy_times_at(cases: dict[str, Case], threads: int, quick: bool) -> dict[str, Stat]:
+    if have_threadpoolctl():
+        with blas_threads(threads):
+            return numpy_times(cases, quick)
+    args = ["--numpy-worker", str(threads)] + (["--quick"] if quick else [])
+    out = run_worker(Path(__file__), args, threads=threads)
+    return {name: Stat(*v) for name, v in out.items()}
+
+
+def run(quick: bool = False) -> list[Row]:
+    cases = QUICK if quick else FULL
+    ours = measure_all({name: ocannl_matmul(c) for name, c in cases.items()},
+                       rounds=3 if quick else 5, round_s=0.01 if quick else 0.3)
+    np1, np2 = (numpy_times_at(cases, t, quick) for t in (1, 2))
+    rows = [Row("matmul", "BLAS thread control", thread_control_method())]
+    for name, (_, _, _, t1, t2) in cases.items():
+        g = name
+        rows += [Row(g, "ocannl_ast (1 thread)", ours[name].show()),
+                 Row(g, "numpy 1 thread", np1[name].show()),
+                 Row(g, "numpy 2 threads", np2[name].show()),
+                 ratio_row(g, "speed vs numpy 1 thread", np1[name].median / ours[name].median,
+                           at_least=t1),
+                 ratio_row(g, "speed (all it uses) vs numpy 2 threads",
+                           np2[name].median / ours[name].median, at_least=t2)]
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--quick", action="store_true", help="tiny sizes, few rounds")
+    ap.add_argument("--numpy-worker", type=int, metavar="THREADS",
+                    help="internal: time only NumPy (BLAS threads set by the environment)")
+    args = ap.parse_args()
+    if args.numpy_worker is not None:
+        times = numpy_times(QUICK if args.quick else FULL, args.quick)
+        print(json.dumps({k: [v.median, v.lo, v.hi] for k, v in times.items()}))
+        return
+    print_table(run(args.quick))
+
+
+if __name__ == "__main__":
+    main()
