@@ -53,3 +53,13 @@ def contract(operands: Sequence[tuple[np.ndarray, Sequence[Axis]]], result: Sequ
             index.append(0)  # a result-only label: a size-1 axis
     out[tuple(index)] = red
     return out
+
+
+def place(arr: np.ndarray, rows: Sequence[int], full: Sequence[int]) -> np.ndarray:
+    """A tensor's value (axes batch, output, input with `rows` axes each) reshaped so that
+    NumPy broadcasting matches OCANNL's per-row broadcasting against `full` row ranks."""
+    shape, at = [], 0
+    for n, m in zip(rows, full, strict=True):
+        shape += [1] * (m - n) + list(arr.shape[at:at + n])
+        at += n
+    return np.asarray(arr).reshape(shape)
