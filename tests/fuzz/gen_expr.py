@@ -203,10 +203,85 @@ def pointwise_program(seed: int, leaves: tuple[str, ...] = LEAVES, kind: str = "
                       ) -> Program:
     """A random DAG of pointwise operators over broadcasting leaves."""
     rng = random.Random(seed)
-    d = build_dag(rng, leaves, rng.randint(1, 6))
+    d = build_dag(rng, leaves, rng.randint(1, 4))
     root = _anchor(d, d.nodes[-1])
     build = "\n".join(d.oc_lines) + f"\nt = {root}\n"
     oracle = ("from fuzz_oracle import place\n" + "\n".join(d.np_lines)
               + f"\nwant = np.broadcast_to(m{root[1:]}, {_dims(d)!r})\n")
     return Program(kind, seed, f"shape {d.full} (batch, output, input)", build, oracle,
                    tags=frozenset(d.tags))
+
+
+# ---- random graphs for gradients: float64 params, compose, a scalar loss -----------------
+
+GRAD_LEAVES = ("param_np", "param_np", "ndarray", "number")
+LETTERS = ("ab", "cde", "gh")  #: einsum letters for the batch, output and input rows
+
+
+def _rows_spec(ranks: tuple[int, ...], extra_out: str = "") -> str:
+    b, o, i = (LETTERS[k][:n] for k, n in enumerate(ranks))
+    return f"{b}|{i}->{extra_out}{o}"
+
+
+def _compose(d: Dag, root: str) -> tuple[str, tuple[int, ...]]:
+    """W @ root with a float64 param W (OCANNL `*`): outputs of root meet inputs of W."""
+    wo = d.rng.randint(1, 3)
+    v, k = d.name(), d.n
+    nb, no, ni = d.ranks()
+    d.oc_lines += [f"w{k} = rng.standard_normal({(wo,) + d.full[1]!r})",
+                   f"{v} = oc.param('p{k}', output_dims=[{wo}], input_dims={list(d.full[1])}, "
+                   f"init=w{k})", f"c{k} = {v} @ {root}"]
+    b, o, i = (LETTERS[j][:n] for j, n in enumerate((nb, no, ni)))
+    d.np_lines.append(f"mc{k} = np.einsum('w{o},{b}{o}{i}->{b}w{i}', w{k}, m{root[1:]})")
+    d.params.append(v)
+    d.tags.add("compose")
+    return f"c{k}", (nb, 1, ni)
+
+
+def grad_program(seed: int) -> Program:
+    """A random DAG over float64 params, maybe composed with a matrix param, summed
+    against fixed weights into a scalar loss; checked against central differences."""
+    rng = random.Random(seed)
+    d = build_dag(rng, GRAD_LEAVES, rng.randint(1, 4))
+    root = _anchor(d, d.nodes[-1])
+    out, ranks = root, d.ranks()
+    dims = _dims(d)
+    if rng.random() < 0.35:
+        out, ranks = _compose(d, root)
+        dims = d.full[0] + (int(d.oc_lines[-2].split("output_dims=[")[1].split("]")[0]),) \
+            + d.full[2]
+    spec = _rows_spec(ranks)
+    d.oc_lines += [f"g = rng.standard_normal({dims!r})",
+                   f"t = oc.einsum('{spec};{spec}=>', {out}, oc.ndarray(g, "
+                   f"batch_axes={ranks[0]}, input_axes={ranks[2]}))"]
+    m_out = "m" + out[1:] if out.startswith("n") else "m" + out
+    oracle = ("from fuzz_oracle import place\n" + "\n".join(d.np_lines)
+              + f"\nwant = np.sum(np.broadcast_to({m_out}, {dims!r}) * g)\n")
+    if not d.params:  # at least one differentiable input
+        return grad_program(seed + 7_777_777)
+    return Program("grads/dag", seed, f"shape {d.full}, params {d.params}",
+                   "\n".join(d.oc_lines) + "\n", oracle, grads=tuple(d.params),
+                   tags=frozenset(d.tags))
+
+
+def max_grad_program(seed: int, *, ties: bool) -> Program:
+    """`einsum_max` over one axis of a float64 param; with `ties`, small-integer values so
+    maxima repeat: the tied cells' gradients must split the upstream gradient (sum to it,
+    each within [0, it]), the others get 0."""
+    rng = random.Random(seed)
+    n_i, n_j = rng.randint(1, 3), rng.randint(2, 4)
+    data = (f"x0 = rng.integers(0, 2, ({n_i}, {n_j})).astype(float)" if ties
+            else f"x0 = rng.standard_normal(({n_i}, {n_j}))")
+    build = (f"{data}\ng = rng.uniform(0.5, 2.0, ({n_i},))\n"
+             "x = oc.param('x', init=x0)\n"
+             "t = oc.einsum('i;i=>', oc.einsum_max('ij=>i', x), oc.ndarray(g))\n")
+    oracle = "want = np.sum(x0.max(axis=1) * g)\n"
+    if ties:
+        oracle += ("gx = get(x.grad)\nis_max = x0 == x0.max(axis=1, keepdims=True)\n"
+                   "assert np.allclose(gx[~is_max], 0), f'non-maximal cells got {gx}'\n"
+                   "assert np.allclose(np.where(is_max, gx, 0).sum(axis=1), g), "
+                   "f'tied maxima: grads {gx} do not sum to {g}'\n"
+                   "assert (gx >= -1e-12).all() and (gx <= g[:, None] + 1e-12).all(), gx\n")
+    return Program("grads/max_ties" if ties else "grads/max", seed,
+                   f"einsum_max 'ij=>i' over x{(n_i, n_j)}", build, oracle,
+                   grads=("x",), tags=frozenset({"ties"} if ties else ()))
