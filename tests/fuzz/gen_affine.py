@@ -28,7 +28,7 @@ def stride_program(seed: int) -> Program:
     off = rng.randint(0, s - 1)
     if s == 1 and off == 0:
         s = 2
-    nb, b, sl = _batch(rng)
+    nb, b, _ = _batch(rng)
     lead = (nb,) if nb else ()
     ax = _axis(s, off, None)
     if rng.random() < 0.5:

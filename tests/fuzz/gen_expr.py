@@ -229,8 +229,8 @@ def _compose(d: Dag, root: str) -> tuple[str, tuple[int, ...]]:
     v, k = d.name(), d.n
     nb, no, ni = d.ranks()
     d.oc_lines += [f"w{k} = rng.standard_normal({(wo,) + d.full[1]!r})",
-                   f"{v} = oc.param('p{k}', output_dims=[{wo}], input_dims={list(d.full[1])}, "
-                   f"init=w{k})", f"c{k} = {v} @ {root}"]
+                   (f"{v} = oc.param('p{k}', output_dims=[{wo}], "
+                    f"input_dims={list(d.full[1])}, init=w{k})"), f"c{k} = {v} @ {root}"]
     b, o, i = (LETTERS[j][:n] for j, n in enumerate((nb, no, ni)))
     d.np_lines.append(f"mc{k} = np.einsum('w{o},{b}{o}{i}->{b}w{i}', w{k}, m{root[1:]})")
     d.params.append(v)
@@ -252,8 +252,8 @@ def grad_program(seed: int) -> Program:
             + d.full[2]
     spec = _rows_spec(ranks)
     d.oc_lines += [f"g = rng.standard_normal({dims!r})",
-                   f"t = oc.einsum('{spec};{spec}=>', {out}, oc.ndarray(g, "
-                   f"batch_axes={ranks[0]}, input_axes={ranks[2]}))"]
+                   (f"t = oc.einsum('{spec};{spec}=>', {out}, oc.ndarray(g, "
+                    f"batch_axes={ranks[0]}, input_axes={ranks[2]}))")]
     m_out = "m" + out[1:] if out.startswith("n") else "m" + out
     oracle = ("from fuzz_oracle import place\n" + "\n".join(d.np_lines)
               + f"\nwant = np.sum(np.broadcast_to({m_out}, {dims!r}) * g)\n")

@@ -7,10 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-
-import ocannl_ast as oc
 from fuzz_harness import Program, _Built, report, run_programs, seeds
 from gen_expr import grad_program, max_grad_program
+
+import ocannl_ast as oc
 
 EPS, RTOL, ATOL = 1e-6, 1e-5, 1e-7
 
