@@ -20,7 +20,7 @@ def _operand_values(arr: np.ndarray, axes: Sequence[Axis], grid: dict[str, np.nd
         if isinstance(ax, int):
             index.append(ax)
         else:
-            index.append(grid[ax] if dim > 1 else 0)
+            index.append(grid[ax] if dim != 1 else 0)  # size 0 iterates zero times
     return arr[tuple(index)] if index else arr
 
 
