@@ -6,13 +6,9 @@ Stage: last. Input: a verified `LoopProgram`. Output: C source (`render_c`) and 
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import math
 import os
 import re
-import secrets
-import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +17,12 @@ from typing import Any, assert_never
 import cffi
 import numpy as np
 
+from ocannl_ast.backends.compiler import (
+    DEFAULT_OPT_FLAGS,
+    build_cached,
+    cache_dir_default,
+    effective_flags,
+)
 from ocannl_ast.errors import BackendError, RuntimeDataError
 from ocannl_ast.lowering.loop_ir import (
     Binary,
@@ -55,7 +57,8 @@ from ocannl_ast.lowering.threefry import KS_PARITY, ROTATIONS, ROUNDS
 
 # ---- spellings ---------------------------------------------------------------------
 # Placeholders: {0} {1} {2} operands; {T} the C type; {f} the libm suffix ("f" or "");
-# {p} the helper suffix ("f" or "d"); {z} and {o} the literals 0 and 1 of type {T}.
+# {p} the helper suffix ("f" or "d"); {z} and {o} the literals 0 and 1 of type {T}; {U} the
+# unsigned integer type of the same width.
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,24 +93,44 @@ _OPS: dict[UnOp | BinOp | TernOp, _Spelling] = {
     BinOp.NE: _Spelling("(({T})({0} != {1}))"),
     BinOp.ARG1: _Spelling("{0}"),
     BinOp.ARG2: _Spelling("{1}"),
-    BinOp.RELU_GATE: _Spelling("({0} > {z} ? {1} : {z})"),
-    TernOp.WHERE: _Spelling("({0} != {z} ? {1} : {2})"),
+    BinOp.RELU_GATE: _Spelling("ocannl_select_{p}({0} > {z}, {1}, {z})", "select"),
+    TernOp.WHERE: _Spelling("ocannl_select_{p}({0} != {z}, {1}, {2})", "select"),
     TernOp.FMA: _Spelling("fma{f}({0}, {1}, {2})"),
 }
 
-#: Helpers take each operand once (a C macro or select would evaluate it twice).
+#: Helpers take each operand once (a C macro or select would evaluate it twice), in the
+#: order they are emitted (a helper may call the ones above it); `_HELPER_DEPS` lists those.
+#:
+#: Every select is `ocannl_select`, a bitwise blend with no branch and no `?:`. A plain
+#: `c ? a[i] : b[i]` loads each operand only on its own branch; at -O3 with AVX, gcc 12
+#: if-converts that into masked loads (vmaskmovpd) and its SLP vectorizer then reuses the
+#: first vector's mask for the following ones: `-O3 -march=native` gave wrong `where` values
+#: and relu gradients. Here both operands are evaluated as call arguments (unconditional
+#: loads) and blended with integer masks, so there is no control flow for gcc to if-convert
+#: or to sink the loads into; it is exact for NaN, infinities and signed zeros, and gcc
+#: still vectorizes it (to vblendvpd / vpternlog). tests/backends/test_c_flags.py checks
+#: -O2 against -O3 -march=native bit for bit.
 _HELPERS: dict[str, str] = {
+    "select": "static inline {T} ocannl_select_{p}(int c, {T} a, {T} b) {{\n"
+    "  union {{ {T} v; {U} u; }} x = {{ a }}, y = {{ b }};\n"
+    "  {U} m = ({U})0 - ({U})(c != 0);\n"
+    "  x.u = (x.u & m) | (y.u & ~m);\n"
+    "  return x.v;\n}}",
     "max": "static inline {T} ocannl_max_{p}({T} a, {T} b) "
-    "{{ return (a > b || a != a) ? a : b; }}",
+    "{{ return ocannl_select_{p}((a > b) | (a != a), a, b); }}",
     "min": "static inline {T} ocannl_min_{p}({T} a, {T} b) "
-    "{{ return (a < b || a != a) ? a : b; }}",
+    "{{ return ocannl_select_{p}((a < b) | (a != a), a, b); }}",
     "sign": "static inline {T} ocannl_sign_{p}({T} x) "
-    "{{ return x != x ? x : ({T})((x > {z}) - (x < {z})); }}",
+    "{{ return ocannl_select_{p}(x != x, x, ({T})((x > {z}) - (x < {z}))); }}",
 }
+_HELPER_DEPS: dict[str, tuple[str, ...]] = {"max": ("select",), "min": ("select",),
+                                            "sign": ("select",)}
 
 _PRECISION_WORDS: dict[Precision, dict[str, str]] = {
-    Precision.FLOAT32: {"T": "float", "f": "f", "p": "f", "z": "0.0f", "o": "1.0f"},
-    Precision.FLOAT64: {"T": "double", "f": "", "p": "d", "z": "0.0", "o": "1.0"},
+    Precision.FLOAT32: {"T": "float", "f": "f", "p": "f", "z": "0.0f", "o": "1.0f",
+                        "U": "uint32_t"},
+    Precision.FLOAT64: {"T": "double", "f": "", "p": "d", "z": "0.0", "o": "1.0",
+                        "U": "uint64_t"},
 }
 _NUMPY_DTYPE = {Precision.FLOAT32: np.dtype(np.float32), Precision.FLOAT64: np.dtype(np.float64)}
 
@@ -257,6 +280,7 @@ class _CRenderer:
         spelling = _OPS[op]
         if spelling.helper is not None:
             self.helpers.add(spelling.helper)
+            self.helpers.update(_HELPER_DEPS.get(spelling.helper, ()))
         return spelling.template.format(*args, **self.words)
 
     def expr(self, e: Expr) -> str:
@@ -388,8 +412,9 @@ def _render(prog: LoopProgram) -> _Rendered:
     params += [f"int64_t {r.symbols[s]}" for s in prog.static_args]
     head = [f"/* ocannl_ast routine {prog.name} ({prog.precision.value}) */"]
     head += ["#include <math.h>", "#include <stdint.h>", ""]
-    for helper in sorted(r.helpers):
-        head += [_HELPERS[helper].format(**r.words), ""]
+    for helper, text in _HELPERS.items():
+        if helper in r.helpers:
+            head += [text.format(**r.words), ""]
     if r.threefry:
         head += [*_threefry_c(r.words), ""]
     head.append(f"int {cname}({', '.join(params) or 'void'}) {{")
@@ -409,89 +434,7 @@ def render_c(prog: LoopProgram) -> str:
 
 # ---- compiling and loading ---------------------------------------------------------
 
-DEFAULT_OPT_FLAGS: tuple[str, ...] = ("-O2", "-march=native")
-#: Always passed: no FMA contraction and no fast-math, so results match NumPy exactly
-#: for + - * /; -fno-math-errno only drops errno writes (lets sqrt inline).
-REQUIRED_FLAGS: tuple[str, ...] = (
-    "-shared", "-fPIC", "-std=c11", "-ffp-contract=off", "-fno-math-errno",
-)
-CC = "gcc"
-_STDERR_LINES = 40
 _LOADED: dict[str, tuple[cffi.FFI, Any]] = {}
-
-
-def cache_dir_default() -> Path:
-    """``$OCANNL_AST_CACHE``, else ``~/.cache/ocannl_ast/c``."""
-    env = os.environ.get("OCANNL_AST_CACHE")
-    return Path(env) if env else Path.home() / ".cache" / "ocannl_ast" / "c"
-
-
-def _opt_flags(opt_flags: Sequence[str]) -> tuple[str, ...]:
-    env = os.environ.get("OCANNL_AST_CFLAGS")
-    return tuple(env.split()) if env is not None else tuple(opt_flags)
-
-
-@functools.lru_cache(maxsize=4)
-def _compiler_id(cc: str) -> str:
-    try:
-        proc = subprocess.run([cc, "--version"], capture_output=True, text=True, check=True)
-    except (OSError, subprocess.CalledProcessError) as exc:
-        raise BackendError(f"C compiler {cc!r} is not usable: {exc}") from None
-    return proc.stdout.splitlines()[0] if proc.stdout else cc
-
-
-@functools.lru_cache(maxsize=1)
-def _cpu_id() -> str:
-    """The host CPU's model and feature flags: what ``-march=native`` depends on."""
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return os.uname().machine
-    wanted = ("model name", "flags", "Features", "CPU part")
-    lines = [ln for ln in text.splitlines() if ln.split(":")[0].strip() in wanted]
-    return "\n".join(dict.fromkeys(lines))  # one copy per distinct line
-
-
-def _cache_key(source: str, flags: Sequence[str]) -> str:
-    h = hashlib.sha256()
-    for part in (source, "\0".join(flags), _compiler_id(CC)):
-        h.update(part.encode())
-        h.update(b"\x00\x01")
-    if any("native" in f for f in flags):
-        h.update(_cpu_id().encode())
-    return h.hexdigest()
-
-
-def _temp_name(path: Path) -> Path:
-    return path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = _temp_name(path)
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
-def _run_gcc(cmd: list[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(cmd, capture_output=True, text=True, check=False)
-
-
-def _build(c_path: Path, so_path: Path, flags: Sequence[str]) -> None:
-    """Compile to a temporary name, then rename: concurrent builders never see half a file."""
-    tmp = _temp_name(so_path)
-    cmd = [CC, *flags, "-o", str(tmp), str(c_path), "-lm"]
-    try:
-        proc = _run_gcc(cmd)
-    except OSError as exc:
-        raise BackendError(f"could not run {CC} on {c_path}: {exc}") from None
-    if proc.returncode != 0:
-        tmp.unlink(missing_ok=True)
-        err = "\n".join(proc.stderr.splitlines()[:_STDERR_LINES])
-        raise BackendError(
-            f"{CC} failed (exit {proc.returncode}) on the generated file {c_path}\n"
-            f"command: {' '.join(cmd)}\n{err}"
-        )
-    os.replace(tmp, so_path)
 
 
 def _load(so_path: Path, cdef: str) -> tuple[cffi.FFI, Any]:
@@ -499,10 +442,7 @@ def _load(so_path: Path, cdef: str) -> tuple[cffi.FFI, Any]:
     if key not in _LOADED:
         ffi = cffi.FFI()
         ffi.cdef(cdef)
-        try:
-            _LOADED[key] = (ffi, ffi.dlopen(key))
-        except OSError as exc:
-            raise BackendError(f"cannot load {so_path} (delete it to rebuild): {exc}") from None
+        _LOADED[key] = (ffi, ffi.dlopen(key))  # OSError: not a loadable library
     return _LOADED[key]
 
 
@@ -533,8 +473,9 @@ class CompiledRoutine:
         "source_path",
     )
 
-    def __init__(self, prog: LoopProgram, rendered: _Rendered, c_path: Path, so_path: Path):
-        ffi, lib = _load(so_path, rendered.cdef)
+    def __init__(self, prog: LoopProgram, rendered: _Rendered, c_path: Path, so_path: Path,
+                 loaded: tuple[cffi.FFI, Any]):
+        ffi, lib = loaded
         self.name = prog.name
         self.source_path = c_path  #: the generated C file
         self.library_path = so_path  #: the shared object it was compiled to
@@ -645,12 +586,19 @@ def compile_c(
 
         verify_program(prog)
     rendered = _render(prog)
-    flags = (*_opt_flags(opt_flags), *REQUIRED_FLAGS)
+    flags = effective_flags(opt_flags)
     directory = Path(cache_dir) if cache_dir is not None else cache_dir_default()
-    directory.mkdir(parents=True, exist_ok=True)
-    stem = f"{rendered.cname}-{_cache_key(rendered.source, flags)[:32]}"
-    c_path, so_path = directory / f"{stem}.c", directory / f"{stem}.so"
-    if not so_path.exists():
-        _write_atomic(c_path, rendered.source)
-        _build(c_path, so_path, flags)
-    return CompiledRoutine(prog, rendered, c_path, so_path)
+    entry = build_cached(rendered.cname, rendered.source, flags, directory)
+    if str(entry.so_path) not in _LOADED:
+        try:
+            _load(entry.so_path, rendered.cdef)
+        except OSError:  # verified yet not loadable (e.g. written by another gcc): rebuild
+            entry = build_cached(rendered.cname, rendered.source, flags, entry.so_path.parent,
+                                 rebuild=True)
+            try:
+                _load(entry.so_path, rendered.cdef)
+            except OSError as exc:
+                raise BackendError(f"cannot load the routine {prog.name} from "
+                                   f"{entry.so_path}: {exc}") from None
+    loaded = _load(entry.so_path, rendered.cdef)
+    return CompiledRoutine(prog, rendered, entry.c_path, entry.so_path, loaded)

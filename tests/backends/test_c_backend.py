@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ocannl_ast.backends import c_backend
+from ocannl_ast.backends import c_backend, compiler
 from ocannl_ast.backends.c_backend import c_const, c_ident, compile_c, render_c
 from ocannl_ast.errors import BackendError, RuntimeDataError
 from ocannl_ast.lowering.loop_ir import (
@@ -384,20 +384,20 @@ def test_cache_reuse_in_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     def no_gcc(cmd: list[str]) -> subprocess.CompletedProcess[str]:
         raise AssertionError("gcc must not run for a cached routine")
 
-    monkeypatch.setattr(c_backend, "_run_gcc", no_gcc)
+    monkeypatch.setattr(compiler, "_run_gcc", no_gcc)
     second = compile_c(matmul(), cache_dir=tmp_path)
     assert second.library_path == first.library_path
     assert second.library_path.stat().st_mtime_ns == mtime
     assert first.source_path.read_text() == render_c(matmul())
-    assert sorted(f.suffix for f in tmp_path.iterdir()) == [".c", ".so"]
+    assert sorted(f.suffix for f in tmp_path.iterdir()) == [".c", ".json", ".so"]
 
 
 CHILD = """
 import sys
-from ocannl_ast.backends import c_backend as cb
+from ocannl_ast.backends import c_backend as cb, compiler
 from ocannl_ast.lowering.loop_ir import Buffer, Fill, LoopProgram
 if sys.argv[2] == "forbid":
-    cb._run_gcc = lambda cmd: sys.exit("gcc invoked")
+    compiler._run_gcc = lambda cmd: sys.exit("gcc invoked")
 y = Buffer(0, "y", (3,))
 routine = cb.compile_c(LoopProgram("fill3", (y,), (), Fill(y, 2.0)), cache_dir=sys.argv[1])
 print(routine.library_path)
