@@ -457,3 +457,24 @@ def test_unbound_symbol_is_a_backend_error() -> None:
     with pytest.raises(BackendError, match="not bound"):
         render_c(LoopProgram("free", (y,), (), SetCell(y, ix(I), Const(0.0))))
 
+
+
+def test_dialect_overrides_change_only_their_spellings() -> None:
+    """A C dialect (as a CUDA one would) overrides qualifiers and spellings of CSyntax."""
+    from ocannl_ast.backends.c_syntax import CSyntax
+
+    class Dialect(CSyntax):
+        def for_header(self, name: str, extent: int) -> str:
+            return f"for (long {name} = 0; {name} != {extent}; {name}++) {{"
+
+    dialect = Dialect(restrict="__restrict__", helper_qualifier="static __inline__",
+                      kernel_qualifier="__attribute__((used)) ", index_type="long")
+    y, x = Buffer(1, "y", (3,)), Buffer(2, "x", (3,))
+    prog = LoopProgram("dia", (y, x), (BATCH,), ForLoop(I, 3, SetCell(
+        y, ix(I), Binary(BinOp.MAX, Get(x, ix(I)), SymbolValue(BATCH)))))
+    src = render_c(prog, dialect)
+    assert "__attribute__((used)) int dia(float* __restrict__ y, float* __restrict__ x, " \
+           "long s_batch) {" in src
+    assert "for (long i0 = 0; i0 != 3; i0++) {" in src
+    assert "static __inline__ float ocannl_select_f(" in src and "static inline" not in src
+    assert render_c(prog) == render_c(prog, CSyntax())  # the default dialect is plain C
