@@ -41,7 +41,7 @@ from ocannl_ast.lowering.loop_ir import (
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is not installed")
 
 O2, O3 = ("-O2",), ("-O3", "-march=native")
-SHAPES = [(2, 3), (1, 5), (3, 3), (4, 5), (2, 7), (3, 1), (5, 9), (17,), (33,)]
+SHAPES = [(2, 3), (3, 3), (4, 5), (2, 7), (33,)]  # epilogues: the miscompiled cases
 I, J = Symbol(1, "i"), Symbol(2, "j")
 
 
