@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ocannl_ast.backends import c_backend
+from ocannl_ast.backends import c_backend, compiler
 from ocannl_ast.backends.c_backend import c_const, c_ident, compile_c, render_c
 from ocannl_ast.errors import BackendError, RuntimeDataError
 from ocannl_ast.lowering.loop_ir import (
@@ -384,20 +384,20 @@ def test_cache_reuse_in_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     def no_gcc(cmd: list[str]) -> subprocess.CompletedProcess[str]:
         raise AssertionError("gcc must not run for a cached routine")
 
-    monkeypatch.setattr(c_backend, "_run_gcc", no_gcc)
+    monkeypatch.setattr(compiler, "_run_gcc", no_gcc)
     second = compile_c(matmul(), cache_dir=tmp_path)
     assert second.library_path == first.library_path
     assert second.library_path.stat().st_mtime_ns == mtime
     assert first.source_path.read_text() == render_c(matmul())
-    assert sorted(f.suffix for f in tmp_path.iterdir()) == [".c", ".so"]
+    assert sorted(f.suffix for f in tmp_path.iterdir()) == [".c", ".json", ".so"]
 
 
 CHILD = """
 import sys
-from ocannl_ast.backends import c_backend as cb
+from ocannl_ast.backends import c_backend as cb, compiler
 from ocannl_ast.lowering.loop_ir import Buffer, Fill, LoopProgram
 if sys.argv[2] == "forbid":
-    cb._run_gcc = lambda cmd: sys.exit("gcc invoked")
+    compiler._run_gcc = lambda cmd: sys.exit("gcc invoked")
 y = Buffer(0, "y", (3,))
 routine = cb.compile_c(LoopProgram("fill3", (y,), (), Fill(y, 2.0)), cache_dir=sys.argv[1])
 print(routine.library_path)
@@ -457,3 +457,24 @@ def test_unbound_symbol_is_a_backend_error() -> None:
     with pytest.raises(BackendError, match="not bound"):
         render_c(LoopProgram("free", (y,), (), SetCell(y, ix(I), Const(0.0))))
 
+
+
+def test_dialect_overrides_change_only_their_spellings() -> None:
+    """A C dialect (as a CUDA one would) overrides qualifiers and spellings of CSyntax."""
+    from ocannl_ast.backends.c_syntax import CSyntax
+
+    class Dialect(CSyntax):
+        def for_header(self, name: str, extent: int) -> str:
+            return f"for (long {name} = 0; {name} != {extent}; {name}++) {{"
+
+    dialect = Dialect(restrict="__restrict__", helper_qualifier="static __inline__",
+                      kernel_qualifier="__attribute__((used)) ", index_type="long")
+    y, x = Buffer(1, "y", (3,)), Buffer(2, "x", (3,))
+    prog = LoopProgram("dia", (y, x), (BATCH,), ForLoop(I, 3, SetCell(
+        y, ix(I), Binary(BinOp.MAX, Get(x, ix(I)), SymbolValue(BATCH)))))
+    src = render_c(prog, dialect)
+    assert "__attribute__((used)) int dia(float* __restrict__ y, float* __restrict__ x, " \
+           "long s_batch) {" in src
+    assert "for (long i0 = 0; i0 != 3; i0++) {" in src
+    assert "static __inline__ float ocannl_select_f(" in src and "static inline" not in src
+    assert render_c(prog) == render_c(prog, CSyntax())  # the default dialect is plain C

@@ -1,0 +1,228 @@
+"""gcc invocation and the on-disk cache of compiled shared objects.
+
+Stage: after rendering. Input: a C translation unit and gcc flags. Output: the paths of a
+verified cache entry (`build_cached`): ``<stem>.c`` (the source), ``<stem>.so`` and
+``<stem>.json`` (sha256 digests of the source and of the .so bytes). Every file is written
+to a temporary name and renamed, so readers never see half a file; an entry whose digests
+do not match (truncated, swapped, garbage) is rebuilt; an unusable cache directory (not
+writable, a file, ...) is replaced by a private temporary directory, with a warning.
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import hashlib
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import tempfile
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ocannl_ast.errors import BackendError
+
+DEFAULT_OPT_FLAGS: tuple[str, ...] = ("-O2", "-march=native")
+#: Always passed: no FMA contraction and no fast-math, so results match NumPy exactly
+#: for + - * /; -fno-math-errno only drops errno writes (lets sqrt inline).
+REQUIRED_FLAGS: tuple[str, ...] = (
+    "-shared", "-fPIC", "-std=c11", "-ffp-contract=off", "-fno-math-errno",
+)
+#: Added with ``OCANNL_AST_SANITIZE=1`` (they are part of the cache key). Loading such a
+#: library into Python needs the ASan runtime preloaded: see ``scripts/test.sh --sanitize``.
+SANITIZE_FLAGS: tuple[str, ...] = (
+    "-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-fno-sanitize-recover=all", "-g",
+)
+CC = "gcc"
+_STDERR_LINES = 40
+_META_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class CacheEntry:
+    """The files of one compiled routine in a cache directory."""
+
+    c_path: Path  #: the generated C source
+    so_path: Path  #: the shared object compiled from it
+    meta_path: Path  #: JSON digests of both
+
+
+def cache_dir_default() -> Path:
+    """``$OCANNL_AST_CACHE``, else ``~/.cache/ocannl_ast/c``."""
+    env = os.environ.get("OCANNL_AST_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "ocannl_ast" / "c"
+
+
+def effective_flags(opt_flags: Sequence[str]) -> tuple[str, ...]:
+    """gcc flags: ``$OCANNL_AST_CFLAGS`` (space-separated) or `opt_flags`, then the sanitizer
+    flags when ``OCANNL_AST_SANITIZE=1``, then `REQUIRED_FLAGS`."""
+    env = os.environ.get("OCANNL_AST_CFLAGS")
+    flags = tuple(env.split()) if env is not None else tuple(opt_flags)
+    if os.environ.get("OCANNL_AST_SANITIZE") == "1":
+        flags += SANITIZE_FLAGS
+    return (*flags, *REQUIRED_FLAGS)
+
+
+@functools.lru_cache(maxsize=4)
+def _compiler_id(cc: str) -> str:
+    try:
+        proc = subprocess.run([cc, "--version"], capture_output=True, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError) as exc:
+        raise BackendError(f"C compiler {cc!r} is not usable: {exc}") from None
+    return proc.stdout.splitlines()[0] if proc.stdout else cc
+
+
+@functools.lru_cache(maxsize=1)
+def _cpu_id() -> str:
+    """The host CPU's model and feature flags: what ``-march=native`` depends on."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return os.uname().machine
+    wanted = ("model name", "flags", "Features", "CPU part")
+    lines = [ln for ln in text.splitlines() if ln.split(":")[0].strip() in wanted]
+    return "\n".join(dict.fromkeys(lines))  # one copy per distinct line
+
+
+def cache_key(source: str, flags: Sequence[str]) -> str:
+    """sha256 over the source, the flags, the compiler version (and the CPU for native)."""
+    h = hashlib.sha256()
+    for part in (source, "\0".join(flags), _compiler_id(CC)):
+        h.update(part.encode())
+        h.update(b"\x00\x01")
+    if any("native" in f for f in flags):
+        h.update(_cpu_id().encode())
+    return h.hexdigest()
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _temp_name(path: Path) -> Path:
+    return path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    tmp = _temp_name(path)
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _run_gcc(cmd: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cmd, capture_output=True, text=True, check=False)
+
+
+def _compile(c_path: Path, out: Path, flags: Sequence[str]) -> None:
+    """Run gcc on `c_path`, writing the shared object `out` (a temporary name)."""
+    cmd = [CC, *flags, "-o", str(out), str(c_path), "-lm"]
+    try:
+        proc = _run_gcc(cmd)
+    except OSError as exc:
+        raise BackendError(f"could not run {CC} on {c_path}: {exc}") from None
+    if proc.returncode != 0:
+        err = "\n".join(proc.stderr.splitlines()[:_STDERR_LINES])
+        raise BackendError(
+            f"{CC} failed (exit {proc.returncode}) on the generated file {c_path}\n"
+            f"command: {' '.join(cmd)}\n{err}"
+        )
+
+
+def _build(entry: CacheEntry, source: str, flags: Sequence[str]) -> None:
+    """Write the source, compile it, then rename the .so and write its digests: the .so
+    appears whole, and its digest file only after it (a reader in between rebuilds)."""
+    _write_atomic(entry.c_path, source.encode())
+    tmp = _temp_name(entry.so_path)
+    try:
+        _compile(entry.c_path, tmp, flags)
+        so_digest = _digest(tmp.read_bytes())
+        os.replace(tmp, entry.so_path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    meta = {"version": _META_VERSION, "source_sha256": _digest(source.encode()),
+            "so_sha256": so_digest, "flags": list(flags)}
+    _write_atomic(entry.meta_path, json.dumps(meta, indent=1).encode())
+
+
+def entry_is_valid(entry: CacheEntry, source: str) -> bool:
+    """The entry's source is `source` and its .so bytes match the recorded digest."""
+    try:
+        meta = json.loads(entry.meta_path.read_bytes())
+        so_bytes = entry.so_path.read_bytes()
+        c_text = entry.c_path.read_bytes()
+    except (OSError, ValueError):
+        return False
+    return (
+        isinstance(meta, dict) and meta.get("version") == _META_VERSION
+        and meta.get("source_sha256") == _digest(source.encode()) == _digest(c_text)
+        and meta.get("so_sha256") == _digest(so_bytes)
+    )
+
+
+def _entry(directory: Path, name: str, source: str, flags: Sequence[str]) -> CacheEntry:
+    stem = f"{name}-{cache_key(source, flags)[:32]}"
+    return CacheEntry(directory / f"{stem}.c", directory / f"{stem}.so",
+                      directory / f"{stem}.json")
+
+
+_PRIVATE_DIRS: list[Path] = []
+_WARNED: set[str] = set()
+
+
+def _private_dir() -> Path:
+    """This process's own temporary cache directory (removed at exit)."""
+    if not _PRIVATE_DIRS:
+        try:
+            path = Path(tempfile.mkdtemp(prefix="ocannl_ast_c_"))
+        except OSError as exc:
+            raise BackendError(f"no usable directory for compiled routines: {exc}") from None
+        atexit.register(shutil.rmtree, path, ignore_errors=True)
+        _PRIVATE_DIRS.append(path)
+    return _PRIVATE_DIRS[0]
+
+
+def _warn_unusable(directory: Path, exc: OSError, fallback: Path) -> None:
+    if str(directory) not in _WARNED:
+        _WARNED.add(str(directory))
+        warnings.warn(
+            f"ocannl_ast: the compile cache {directory} is unusable ({exc.strerror or exc}); "
+            f"compiling into the private directory {fallback} for this process instead "
+            "(set OCANNL_AST_CACHE to a writable directory)",
+            RuntimeWarning,
+            stacklevel=4,
+        )
+
+
+def _build_in(directory: Path, name: str, source: str, flags: Sequence[str],
+              rebuild: bool) -> CacheEntry:
+    entry = _entry(directory, name, source, flags)
+    if rebuild or not entry_is_valid(entry, source):
+        directory.mkdir(parents=True, exist_ok=True)
+        _build(entry, source, flags)
+    return entry
+
+
+def build_cached(
+    name: str, source: str, flags: Sequence[str], directory: Path, *, rebuild: bool = False
+) -> CacheEntry:
+    """The verified cache entry of `source` compiled with `flags`, built if missing or
+    invalid (always with `rebuild`). Example: ``build_cached("f", src, flags, dir).so_path``.
+    """
+    try:
+        return _build_in(directory, name, source, flags, rebuild)
+    except OSError as exc:  # the directory cannot hold the entry: use a private one
+        fallback = _private_dir()
+        if directory == fallback:
+            raise BackendError(f"cannot write the compiled routine {name}: {exc}") from None
+        _warn_unusable(directory, exc, fallback)
+        try:
+            return _build_in(fallback, name, source, flags, rebuild)
+        except OSError as exc2:
+            raise BackendError(f"cannot write the compiled routine {name}: {exc2}") from None
