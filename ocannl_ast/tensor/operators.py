@@ -1,5 +1,6 @@
 """Python operators on tensors and node references: `+ - * / ** @`, unary minus and
-ordering comparisons, each building the corresponding operation (`tensor.ops`).
+ordering comparisons, each building the corresponding operation (`tensor.ops`); and the
+`Tensor.batch_slice` method (installed here so that `tensor.node` imports no op).
 
 Input: Tensor / NodeRef operands and numbers. Output: Tensors.
 """
@@ -10,8 +11,7 @@ from typing import Any
 
 from . import ops
 from .builders import PrimCall
-from .code import NodeRef
-from .tensor import Tensor
+from .node import NodeRef, StaticIndex, Tensor
 
 
 def _install(cls: type) -> None:
@@ -33,7 +33,13 @@ def _install(cls: type) -> None:
         setattr(cls, name, fn)
 
 
+def _batch_slice(self: Tensor, index: Any) -> Tensor:
+    """The tensor at a runtime batch index (OCANNL `@|`): drops the leading batch axis."""
+    return ops.batch_slice(self, index)
+
+
 _install(Tensor)
+setattr(Tensor, "batch_slice", _batch_slice)  # noqa: B010  (typed on Tensor)
 _install(NodeRef)
 _install(PrimCall)
-_install(ops.StaticIndex)
+_install(StaticIndex)
