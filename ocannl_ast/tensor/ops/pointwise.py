@@ -5,8 +5,6 @@ inside an operation's @cd code (the primitive of the same name).
 Input: tensors, numbers, node references. Output: result Tensors (or fused primitives).
 """
 
-# The @cd bodies name the primitives defined below (relu, log, cos, ...): module globals.
-
 from __future__ import annotations
 
 from collections.abc import Callable
