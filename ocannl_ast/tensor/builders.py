@@ -1,7 +1,7 @@
 """Assignment builders: what `@cd` code (and the library's own op_asn / grad_asn) calls to
 produce Code: `accum(lhs, "=:+", prim("mul", a, b), logic=..., projections=...)`.
 
-Input: node references, tensors, numbers, primitive trees. Output: `tensor.code.Code`.
+Input: node references, tensors, numbers, primitive trees. Output: `tensor.node.Code`.
 """
 
 from __future__ import annotations

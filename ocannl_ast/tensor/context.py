@@ -1,13 +1,7 @@
-"""Contexts and routines: compile Code into one backend function, hold the arrays, run
-parameter initialization once per context, check that nothing reads an unset tensor.
-
-Thread safety: each context has a re-entrant lock held by first-run initialization,
-routine calls, `get`, `set`, `eval` and `compile`; lowering (which closes shared shapes)
-takes one process-wide lock; `default_context` creation is locked too.
-
-Input: Code (forward, backprop, updates, @cd results). Output: callable Routines;
-host data in and out as NumPy arrays.
-"""
+"""Contexts and routines: compile Code (through `tensor.pipeline`) into one backend routine,
+hold the arrays, initialize params once per context, refuse reads of unset tensors; a
+re-entrant lock per context, the pipeline's lock for shape closing. Input: Code (forward,
+backprop, updates, @cd results). Output: callable Routines; host data as NumPy arrays."""
 
 from __future__ import annotations
 

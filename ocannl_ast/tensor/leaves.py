@@ -1,9 +1,7 @@
-"""Leaf tensors: data constants (`ndarray`, `number`), parameters, terms (input data set by
-the caller), persistent @cd nodes; and literal parsing (list = output axis, tuple =
-input axis, `batch([...])` = batch axis).
-
-Input: Python numbers, nested lists/tuples, NumPy arrays. Output: Tensors.
-"""
+"""Leaf tensors: data constants (`ndarray`, `number`), parameters, terms (data the caller
+sets), persistent @cd nodes; literal parsing (list = output axis, tuple = input axis,
+`batch([...])` = batch axis). Input: numbers, nested lists/tuples, NumPy arrays.
+Output: Tensors."""
 
 from __future__ import annotations
 

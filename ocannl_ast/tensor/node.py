@@ -1,10 +1,7 @@
-"""The graph node and its small records (the leaf of `tensor/`: it imports no sibling):
-`Tensor`, node references, operation records, static indices, assignment items and `Code`,
-and the op_asn / grad_asn calling convention (seed 000: slot names, projections in context).
-
-Input: built by the op library (`tensor.ops`), leaves and builders. Output: Code that the
-compile pipeline (`tensor.pipeline`) turns into assignments, loops and a routine.
-"""
+"""The graph node and its small records, the leaf of `tensor/` (it imports no sibling):
+`Tensor`, `NodeRef`, `OpRecord`, `StaticIndex`, assignment items, `Code`, and the op_asn /
+grad_asn calling convention (seed 000). Input: built by ops, leaves and builders.
+Output: Code for the compile pipeline (`tensor.pipeline`)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""Python operators on tensors and node references: `+ - * / ** @`, unary minus and
-ordering comparisons, each building the corresponding operation (`tensor.ops`); and the
-`Tensor.batch_slice` method (installed here so that `tensor.node` imports no op).
-
-Input: Tensor / NodeRef operands and numbers. Output: Tensors.
+"""Python operators on tensors and node references (`+ - * / ** @`, unary minus, ordering
+comparisons), each building its operation (`tensor.ops`), and `Tensor.batch_slice`
+(installed here so that `tensor.node` imports no op). Input: operands. Output: Tensors.
 """
 
 from __future__ import annotations

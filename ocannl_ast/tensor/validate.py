@@ -1,12 +1,7 @@
-"""Argument checks at the public entry points: every bad input becomes an `OcannlError`
-subclass located at the user's call (file, line, column), never a raw Python error or a
-silently wrong value.
-
-Input: the arguments of a public call. Output: nothing (or a normalized value); raises
-ArgumentError (wrong type or range), ShapeError (dims, axis counts), SpecError (a spec that
-is not a string), RuntimeDataError (data that is not real numbers: None, complex, str,
-object, ragged or mixed list/tuple levels).
-"""
+"""Argument checks at the public entry points: every bad input becomes a located
+`OcannlError` subclass (ArgumentError, ShapeError, SpecError, RuntimeDataError), never a
+raw Python error or a silently wrong value. Input: a public call's arguments. Output:
+nothing, or a normalized value."""
 
 from __future__ import annotations
 

@@ -3,6 +3,9 @@ and the IR the pipeline builds from public-API programs passes."""
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -28,13 +31,10 @@ def proj(lhs: tuple[IndexExpr, ...] = ix(I), rhs: tuple[tuple[IndexExpr, ...], .
     return A.Projections(product, lhs, rhs, lhs_dims, rhs_dims)
 
 
-def row_sum(**changes: object) -> A.Accum:
+def row_sum(**changes: Any) -> A.Accum:
     """y[i] =:+ x[i, j] (a well-formed reduction), with fields replaced."""
-    fields: dict[str, object] = dict(lhs=Y, accum=BinOp.ADD, initialize_neutral=True,
-                                     expr=A.Prim(UnOp.IDENTITY, (A.Arg(0),)), rhs=(X,),
-                                     projections=proj())
-    fields.update(changes)
-    return A.Accum(**fields)  # type: ignore[arg-type]
+    base = A.Accum(Y, BinOp.ADD, True, A.Prim(UnOp.IDENTITY, (A.Arg(0),)), (X,), proj())
+    return dataclasses.replace(base, **changes)
 
 
 def problems(code: A.Asgn) -> list[str]:

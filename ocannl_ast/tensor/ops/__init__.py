@@ -1,8 +1,6 @@
-"""The op library, by family: `pointwise` (arithmetic, unary functions, comparisons),
-`contraction` (compose, einsum, einsum_max, concat), `movement` (transpose, batch_slice,
-range); `base` builds an operation and defines custom ones (`unary_op`, `binary_op`).
-
-Input: tensors, numbers, node references. Output: result Tensors.
+"""The op library by family: `pointwise`, `contraction` (compose, einsum, einsum_max,
+concat), `movement` (transpose, batch_slice, range); `base` builds an operation and custom
+ones (`unary_op`, `binary_op`). Input: tensors, numbers. Output: result Tensors.
 """
 
 from __future__ import annotations

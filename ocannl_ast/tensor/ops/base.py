@@ -1,9 +1,7 @@
-"""Building an operation (the op library's shared core): lift operands, add the result's
-shape constraints, call the op_asn for the forward code, attach the grad_asn; inside an
-operation's @cd code, fuse pointwise sub-expressions into the enclosing assignment.
-
-Input: an op's name, logic, op_asn / grad_asn pair and operands. Output: a result Tensor.
-"""
+"""Building an operation (the op library's core): lift operands, add the result's shape
+constraints, call the op_asn for forward code, attach the grad_asn; fuse pointwise ops
+inside @cd code. Input: name, logic, op_asn / grad_asn, operands. Output: a result Tensor
+(or a fused primitive). Also the custom-op constructors `unary_op` / `binary_op`."""
 
 from __future__ import annotations
 

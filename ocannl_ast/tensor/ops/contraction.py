@@ -1,8 +1,6 @@
-"""Contractions: compose (matrix product, OCANNL `*`), generalized einsum with sum
-accumulation (`++`, `+*`), max-reduction einsum (`@^^`, `@^+`), and concatenation's spec
-check; each op's op_asn, grad_asn and logic side by side.
-
-Input: tensors and einsum specs. Output: result Tensors.
+"""Contractions: compose (OCANNL `*`), einsum with sum accumulation (`++`, `+*`), max
+reduction (`@^^`, `@^+`) and concat's spec check; each op's op_asn, grad_asn and logic
+side by side. Input: tensors and einsum specs. Output: result Tensors.
 """
 
 # The @cd bodies read inline nodes ({ties_lhs}) and name eq, where (module globals).

@@ -1,8 +1,6 @@
-"""Pointwise operations: each one's op_asn and grad_asn (written in the @cd dialect, as a
-user would) next to its public constructor. All of them fuse into the enclosing assignment
-inside an operation's @cd code (the primitive of the same name).
-
-Input: tensors, numbers, node references. Output: result Tensors (or fused primitives).
+"""Pointwise ops: each one's op_asn and grad_asn (in the @cd dialect, as a user would write
+them) next to its constructor; all fuse into an enclosing @cd assignment as the primitive
+of the same name. Input: tensors, numbers, node references. Output: Tensors or primitives.
 """
 
 from __future__ import annotations
