@@ -16,12 +16,14 @@ from .errors import (
     ShapeError,
     SpecError,
 )
+from .lowering.loop_ir import Precision as _Precision
 from .rewrite import make_decorator as _make_decorator
 from .tensor import operators as _operators  # noqa: F401  (installs Python operators)
 from .tensor import validate as _validate
-from .tensor.code import Code, NodeRef
 from .tensor.context import Context, Routine, default_context, set_seed
-from .tensor.leaves import batch, ndarray, node, number, param, range_, term
+from .tensor.context import as_code as _as_code
+from .tensor.leaves import batch, ndarray, node, number, param, term
+from .tensor.node import Code, NodeRef, Tensor, no_grad
 from .tensor.ops import (
     batch_slice,
     binary_op,
@@ -47,7 +49,10 @@ from .tensor.ops import (
     unary_op,
     where,
 )
-from .tensor.tensor import Tensor, no_grad
+from .tensor.ops.movement import range_
+from .tensor.pipeline import Options as _Options
+from .tensor.pipeline import init_deps as _init_deps
+from .tensor.pipeline import render as _render
 from .tensor.train import grad_update, sgd_update
 
 range = range_  # OCANNL's `range`; the builtin stays reachable as builtins.range
@@ -58,12 +63,10 @@ cd = _make_decorator("cd", "ocannl_ast.tensor.dsl")
 
 def infer_shapes(*tensors: Tensor) -> None:
     """Close the shapes of these tensors (and everything they depend on) now."""
-    from .tensor.context import init_deps
-
     _validate.check_tensors("infer_shapes", "tensors", tensors)
 
     shapes = {id(s.shape): s.shape for t in tensors for u in t.subgraph()
-              for s in (u, *init_deps(u))}
+              for s in (u, *_init_deps(u))}
     if shapes:
         next(iter(shapes.values())).solver.close(list(shapes.values()))
 
@@ -106,8 +109,7 @@ def _context(ctx: Context | None, backend: str, precision: str | None) -> Contex
 def render(code: Any, *, backend: str = "c", precision: str = "float32") -> str:
     """The C (or CUDA) source that compiling `code` would build; needs no GPU."""
     render_backend = _validate.backend(backend, precision)
-    prog, _, _ = Context("c", precision=precision).lower_code(code, name="routine")
-    return render_backend.render(prog)
+    return _render(_as_code(code), render_backend, _Options("routine", _Precision(precision)))
 
 
 __all__ = [

@@ -1,7 +1,7 @@
 """Assignment builders: what `@cd` code (and the library's own op_asn / grad_asn) calls to
 produce Code: `accum(lhs, "=:+", prim("mul", a, b), logic=..., projections=...)`.
 
-Input: node references, tensors, numbers, primitive trees. Output: `tensor.code.Code`.
+Input: node references, tensors, numbers, primitive trees. Output: `tensor.node.Code`.
 """
 
 from __future__ import annotations
@@ -14,8 +14,17 @@ from ..infer.constraints import Origin
 from ..infer.logic import Logic, Pointwise, logic_name, logic_of_string, shape_constraints
 from ..lowering import assignments as A
 from ..lowering.loop_ir import BinOp, TernOp, UnOp
-from .code import AccumItem, Code, NodeRef, OpRecord, concat
-from .tensor import Tensor, current_record, forward_code
+from .node import (
+    AccumItem,
+    Code,
+    NodeRef,
+    OpRecord,
+    StaticIndex,
+    Tensor,
+    concat,
+    current_record,
+    forward_code,
+)
 
 #: accumulation operator -> (accumulator, initialize_neutral)
 ACCUM_OPS: dict[str, tuple[BinOp, bool]] = {
@@ -72,8 +81,6 @@ class _Leaves:
             return A.Prim(x.op, tuple(self.expr(a) for a in x.args))
         if isinstance(x, bool | int | float):
             return A.Lit(float(x))
-        from .ops import StaticIndex
-
         if isinstance(x, StaticIndex):
             return A.StaticValue(x.symbol)
         ref = _leaf_ref(x)

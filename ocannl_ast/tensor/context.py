@@ -1,13 +1,7 @@
-"""Contexts and routines: compile Code into one backend function, hold the arrays, run
-parameter initialization once per context, check that nothing reads an unset tensor.
-
-Thread safety: each context has a re-entrant lock held by first-run initialization,
-routine calls, `get`, `set`, `eval` and `compile`; lowering (which closes shared shapes)
-takes one process-wide lock; `default_context` creation is locked too.
-
-Input: Code (forward, backprop, updates, @cd results). Output: callable Routines;
-host data in and out as NumPy arrays.
-"""
+"""Contexts and routines: compile Code (through `tensor.pipeline`) into one backend routine,
+hold the arrays, initialize params once per context, refuse reads of unset tensors; a
+re-entrant lock per context, the pipeline's lock for shape closing. Input: Code (forward,
+backprop, updates, @cd results). Output: callable Routines; host data as NumPy arrays."""
 
 from __future__ import annotations
 
@@ -21,16 +15,13 @@ import numpy as np
 from ..errors import ArgumentError, RuntimeDataError, user_span
 from ..lowering import assignments as A
 from ..lowering.loop_ir import BinOp, Buffer, LoopProgram, Precision
-from ..lowering.lower import free_symbols, lower
-from ..lowering.simplify import fold_zero_fills
 from ..lowering.threefry import threefry4x32
-from . import validate
-from .code import Code, FetchItem, NodeRef, concat, materialize
-from .tensor import Init, Tensor
+from . import pipeline, validate
+from .node import Code, FetchItem, Init, NodeRef, Tensor, concat
+from .pipeline import held_out, init_deps
 
 _routine_ids = itertools.count(1)
 _seed = [0]
-_lowering_lock = threading.RLock()  #: shape closing and lowering touch shared solver state
 _defaults_lock = threading.Lock()
 _defaults: dict[tuple[str, str], Context] = {}
 
@@ -95,7 +86,7 @@ class Context:
         validate.check_tensor("Context.get", "tensor", x, refs=True)
         ref = _ref_of(x)
         with self.lock:
-            _close([ref.tensor])
+            pipeline.close_tensors([ref.tensor])
             buf = ref.buffer()
             if buf.id not in self.available:
                 raise RuntimeDataError(f"'{ref.tensor.label}' ({ref.kind}) has no value in "
@@ -107,7 +98,7 @@ class Context:
         validate.set_args(x, values)
         ref = _ref_of(x)
         with self.lock:
-            _close([ref.tensor])
+            pipeline.close_tensors([ref.tensor])
             buf = ref.buffer()
             arr = np.asarray(values, dtype=self.dtype)
             if arr.shape != buf.dims and arr.size == int(np.prod(buf.dims)) and arr.ndim <= 1:
@@ -146,19 +137,11 @@ class Context:
 
     def lower_code(self, code: Any, *, name: str | None = None
                    ) -> tuple[LoopProgram, A.Asgn, list[Tensor]]:
-        """Close the shapes the code touches, derive projections, lower to loop IR."""
-        c = as_code(code)
-        tensors = c.tensors()
-        with _lowering_lock:
-            _close([*tensors, *(d for t in _held_out(tensors) for d in init_deps(t))])
-            asgn = fold_zero_fills(materialize(c))
-            prog = self._lower(asgn, name or f"routine_{next(_routine_ids)}")
-        return prog, asgn, _held_out(tensors)
-
-    def _lower(self, asgn: A.Asgn, name: str) -> LoopProgram:
-        prog = lower(asgn, name, precision=self.precision)
-        statics = tuple(sorted(free_symbols(prog.body), key=lambda s: s.id))
-        return LoopProgram(prog.name, prog.buffers, statics, prog.body, prog.precision)
+        """Run the compile pipeline (`tensor.pipeline`): close shapes, derive projections,
+        build and simplify the assignments, lower to loop IR, bind static arguments."""
+        opts = pipeline.Options(name or f"routine_{next(_routine_ids)}", self.precision)
+        out = pipeline.run(as_code(code), opts)
+        return out.prog, out.asgn, out.held_out
 
     def ensure_initialized(self, tensors: Sequence[Tensor]) -> None:
         """Initialize the held-out tensors not yet initialized in this context, after
@@ -188,7 +171,7 @@ class Context:
                         f"'{reader.label}' is initialized from '{t.label}', which has no "
                         "value in this context: set it with ctx.set(...) first")
                 return
-            for d in _held_out(init_deps(t, transitive=False)):
+            for d in held_out(init_deps(t, transitive=False)):
                 visit(d, t)
             order[t.id] = t
 
@@ -206,7 +189,7 @@ class Context:
         if isinstance(v, int | float):
             return Code((FetchItem(buf, A.ConstantFill(float(v))),))
         if isinstance(v, np.ndarray):
-            _close([t])
+            pipeline.close_tensors([t])
             self.set(t, v.reshape(t.dims()) if v.size == int(np.prod(t.dims())) else v)
             return Code()
         if v is None and t.init is Init.PARAM:
@@ -227,40 +210,9 @@ def default_context(backend: str = "c", *, precision: str = "float32") -> Contex
         return ctx
 
 
-def _close(tensors: Sequence[Tensor]) -> None:
-    """Close the shapes of these tensors (under the process-wide lowering lock)."""
-    shapes = {id(t.shape): t.shape for t in tensors}
-    if shapes:
-        with _lowering_lock:
-            next(iter(shapes.values())).solver.close(list(shapes.values()))
-
-
 def _is_term(t: Tensor) -> bool:
     """Data the caller sets (`oc.term`): held out with nothing to initialize it from."""
     return t.init is Init.CONST and t.init_value is None and t.alias_of is None
-
-
-def init_deps(t: Tensor, *, transitive: bool = True) -> list[Tensor]:
-    """Every tensor the initializer of `t` reads (through nested tensor-initialized params
-    too when `transitive`), in creation order."""
-    out: dict[int, Tensor] = {}
-    stack = [t.init_value] if isinstance(t.init_value, Tensor) else []
-    while stack:
-        for s in stack.pop().subgraph():
-            if s.id not in out:
-                out[s.id] = s
-                if transitive and isinstance(s.init_value, Tensor):
-                    stack.append(s.init_value)
-    return sorted(out.values(), key=lambda s: s.id)
-
-
-def _held_out(tensors: Sequence[Tensor]) -> list[Tensor]:
-    out: dict[int, Tensor] = {}
-    for t in tensors:
-        base = t.alias_of.tensor if t.alias_of is not None else t
-        if base.is_held_out:
-            out.setdefault(base.id, base)
-    return list(out.values())
 
 
 class Routine:

@@ -10,8 +10,7 @@ from typing import Any
 
 from ..errors import DslSyntaxError, user_span
 from . import builders, leaves, ops
-from .code import Code
-from .tensor import Tensor
+from .node import Code, Tensor
 
 _FIELDS = ("output_dims", "input_dims", "batch_dims")
 

@@ -1,9 +1,7 @@
-"""Leaf tensors: data constants (`ndarray`, `number`), parameters, terms (input data set by
-the caller), persistent @cd nodes, ranges; and literal parsing (list = output axis, tuple =
-input axis, `batch([...])` = batch axis).
-
-Input: Python numbers, nested lists/tuples, NumPy arrays. Output: Tensors.
-"""
+"""Leaf tensors: data constants (`ndarray`, `number`), parameters, terms (data the caller
+sets), persistent @cd nodes; literal parsing (list = output axis, tuple = input axis,
+`batch([...])` = batch axis). Input: numbers, nested lists/tuples, NumPy arrays.
+Output: Tensors."""
 
 from __future__ import annotations
 
@@ -15,14 +13,9 @@ import numpy as np
 from ..errors import ArgumentError, RuntimeDataError, ShapeError, user_span
 from ..infer.constraints import Origin, RowEq
 from ..infer.shape import DimsArg, Shape
-from ..lowering.assignments import RangeOverOffsets
 from . import validate
-from .code import Code, FetchItem, NodeRef
-from .tensor import Init, Tensor, current_record, no_grad
-
-
-class BatchList(list):  # type: ignore[type-arg]
-    """Marks a literal's list level as a batch axis (`batch([...])`, OCANNL `[| ... |]`)."""
+from .builders import accum
+from .node import BatchList, Init, Tensor, current_record, no_grad
 
 
 def batch(values: Sequence[Any]) -> BatchList:
@@ -136,8 +129,6 @@ def param(name: str, *, output_dims: DimsArg = None, input_dims: DimsArg = None,
     t = Tensor(name, shape, Init.PARAM, diff=_wants_grad(grad_spec, True))
     t.init_value = init
     if isinstance(init, Tensor):
-        from .builders import accum
-
         with no_grad():  # the init expression is computed once, by the init routine
             t.init_code = init.forward_all() + accum(t.value, "=:", init)
     return t
@@ -182,15 +173,4 @@ def node(name: str, scope: str = "", *, slot: str | None = None, output_dims: Di
         shape.solver.add([RowEq(shape.raw_rows()[i], other.shape.raw_rows()[i], o)
                           for i in range(3)])
         t.slot = k
-    return t
-
-
-def range_(n: int, *, label: str | None = None) -> Tensor:
-    """The vector 0, 1, ..., n-1 (computed by its own forward code)."""
-    validate.range_args(n, label)
-    shape = Shape.make(label or "range", batch_dims=(), output_dims=(n,), input_dims=(),
-                       is_terminal=True)
-    t = Tensor(label or "range", shape, Init.COMPUTED)
-    t._own = Code((FetchItem(NodeRef(t, "value"), RangeOverOffsets()),))
-    t._fwd = {t.id: t}
     return t

@@ -1,7 +1,6 @@
-"""Python operators on tensors and node references: `+ - * / ** @`, unary minus and
-ordering comparisons, each building the corresponding operation (`tensor.ops`).
-
-Input: Tensor / NodeRef operands and numbers. Output: Tensors.
+"""Python operators on tensors and node references (`+ - * / ** @`, unary minus, ordering
+comparisons), each building its operation (`tensor.ops`), and `Tensor.batch_slice`
+(installed here so that `tensor.node` imports no op). Input: operands. Output: Tensors.
 """
 
 from __future__ import annotations
@@ -10,8 +9,7 @@ from typing import Any
 
 from . import ops
 from .builders import PrimCall
-from .code import NodeRef
-from .tensor import Tensor
+from .node import NodeRef, StaticIndex, Tensor
 
 
 def _install(cls: type) -> None:
@@ -33,7 +31,13 @@ def _install(cls: type) -> None:
         setattr(cls, name, fn)
 
 
+def _batch_slice(self: Tensor, index: Any) -> Tensor:
+    """The tensor at a runtime batch index (OCANNL `@|`): drops the leading batch axis."""
+    return ops.batch_slice(self, index)
+
+
 _install(Tensor)
+setattr(Tensor, "batch_slice", _batch_slice)  # noqa: B010  (typed on Tensor)
 _install(NodeRef)
 _install(PrimCall)
-_install(ops.StaticIndex)
+_install(StaticIndex)

@@ -13,8 +13,7 @@ from typing import Any
 
 from ..rewrite import make_decorator
 from . import validate
-from .code import Code, concat
-from .tensor import Tensor
+from .node import Code, Tensor, concat
 
 cd = make_decorator("cd", "ocannl_ast.tensor.dsl")
 

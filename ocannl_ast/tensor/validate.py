@@ -1,12 +1,7 @@
-"""Argument checks at the public entry points: every bad input becomes an `OcannlError`
-subclass located at the user's call (file, line, column), never a raw Python error or a
-silently wrong value.
-
-Input: the arguments of a public call. Output: nothing (or a normalized value); raises
-ArgumentError (wrong type or range), ShapeError (dims, axis counts), SpecError (a spec that
-is not a string), RuntimeDataError (data that is not real numbers: None, complex, str,
-object, ragged or mixed list/tuple levels).
-"""
+"""Argument checks at the public entry points: every bad input becomes a located
+`OcannlError` subclass (ArgumentError, ShapeError, SpecError, RuntimeDataError), never a
+raw Python error or a silently wrong value. Input: a public call's arguments. Output:
+nothing, or a normalized value."""
 
 from __future__ import annotations
 
@@ -19,6 +14,7 @@ import numpy as np
 from ..errors import ArgumentError, OcannlError, RuntimeDataError, ShapeError, SpecError, user_span
 from ..infer.spec_parser import parse_spec
 from ..infer.terms import Dim
+from .node import BatchList, NodeRef, Tensor
 
 PRECISIONS = ("float32", "float64")
 _INT64_MAX = 2**63 - 1
@@ -85,9 +81,6 @@ def check_spec(fn: str, spec: Any) -> None:
 
 def check_tensor(fn: str, param: str, x: Any, *, refs: bool = False) -> None:
     """`x` is an oc.Tensor (or, with refs, a node reference such as `t.grad`)."""
-    from .code import NodeRef
-    from .tensor import Tensor
-
     if isinstance(x, Tensor) or (refs and isinstance(x, NodeRef)):
         return
     want = "an oc.Tensor" + (" or a node reference (t.grad)" if refs else "")
@@ -96,8 +89,6 @@ def check_tensor(fn: str, param: str, x: Any, *, refs: bool = False) -> None:
 
 def check_tensors(fn: str, param: str, xs: Any) -> list[Any]:
     """A bare tensor or a list/tuple of tensors, as a list."""
-    from .tensor import Tensor
-
     if isinstance(xs, Tensor):
         return [xs]
     if not isinstance(xs, list | tuple):
@@ -140,8 +131,6 @@ def _check_dtype(fn: str, param: str, dtype: np.dtype[Any]) -> None:
 
 
 def _level_kind(x: Any) -> str:
-    from .leaves import BatchList
-
     return "batch" if isinstance(x, BatchList) else "tuple" if isinstance(x, tuple) else "list"
 
 
@@ -274,8 +263,6 @@ def leaf_args(fn: str, name: Any, output_dims: Any, input_dims: Any, batch_dims:
 
 def param_init(init: Any) -> None:
     """`oc.param(init=)`: None, a number, host data, or a tensor."""
-    from .tensor import Tensor
-
     if init is None or isinstance(init, Tensor):
         return
     if isinstance(init, list | tuple | np.ndarray | np.generic | complex) or is_real(init):
@@ -295,9 +282,6 @@ def range_args(n: Any, label: Any) -> None:
 def spec_and_operands(fn: str, spec: Any, operands: tuple[Any, ...]) -> None:
     """`oc.einsum(spec, *tensors)` and friends: a str spec with as many operands as the
     spec names, each a tensor (or something that lifts to one: numbers, arrays)."""
-    from .code import NodeRef
-    from .tensor import Tensor
-
     check_spec(fn, spec)
     arity = len(parse_spec(spec).operands)
     if len(operands) != arity:
@@ -378,8 +362,6 @@ def grad_args(loss: Any, wrt: Any) -> list[Any]:
 def sgd_args(loss: Any, learning_rate: Any, momentum: Any, weight_decay: Any,
              nesterov: Any) -> None:
     """`oc.sgd_update(loss, learning_rate=, momentum=, weight_decay=, nesterov=)`."""
-    from .tensor import Tensor
-
     check_tensor("sgd_update", "loss", loss)
     if not isinstance(learning_rate, Tensor):
         check_number("sgd_update", "learning_rate", learning_rate)

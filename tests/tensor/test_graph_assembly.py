@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import ocannl_ast as oc
-from ocannl_ast.tensor.code import AccumItem, FetchItem
+from ocannl_ast.tensor.node import AccumItem, FetchItem
 
 
 @pytest.fixture(autouse=True)

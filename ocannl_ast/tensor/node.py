@@ -1,9 +1,7 @@
-"""Tensor: a node of the differentiable expression graph bundling a shape, a value node,
-a grad node when differentiable, forward code and a gradient builder (seeds 000, 001).
-
-Input: operations (`tensor.ops`) call `make_op`; leaves come from `tensor.leaves`.
-Output: `forward` / `backprop` code for routines (`tensor.context`).
-"""
+"""The graph node and its small records, the leaf of `tensor/` (it imports no sibling):
+`Tensor`, `NodeRef`, `OpRecord`, `StaticIndex`, assignment items, `Code`, and the op_asn /
+grad_asn calling convention (seed 000). Input: built by ops, leaves and builders.
+Output: Code for the compile pipeline (`tensor.pipeline`)."""
 
 from __future__ import annotations
 
@@ -12,18 +10,16 @@ import enum
 import inspect
 import itertools
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextvars import ContextVar
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, assert_never
 
-import numpy as np
-
-from ..errors import ArgumentError, ShapeError, Span, user_span
-from ..infer.constraints import Origin
-from ..infer.logic import Logic, logic_name, shape_constraints
+from ..errors import ArgumentError, Span, user_span
+from ..infer.logic import Logic
 from ..infer.shape import Shape
-from ..lowering.loop_ir import Buffer
-from .code import Code, FetchItem, NodeRef, OpRecord, concat
+from ..lowering import assignments as A
+from ..lowering.loop_ir import BinOp, Buffer, Symbol
 
 _ids = itertools.count(1)
 
@@ -52,6 +48,11 @@ def no_grad() -> Iterator[None]:
         _no_grad.reset(tok)
 
 
+def grad_disabled() -> bool:
+    """Whether tensors built now are non-differentiable (inside `no_grad`)."""
+    return _no_grad.get()
+
+
 def _ident(label: str) -> str:
     s = re.sub(r"\W", "_", label)
     return s if s and not s[0].isdigit() else f"t_{s}"
@@ -64,6 +65,8 @@ class Tensor:
     """
 
     __array_priority__ = 1000  # NumPy scalars defer to our operators
+    #: the tensor at a runtime batch index (OCANNL `@|`); installed by `tensor.operators`
+    batch_slice: Callable[[Any], Tensor]
 
     def __init__(self, label: str, shape: Shape, init: Init, *, diff: bool = False) -> None:
         self.id = next(_ids)
@@ -163,21 +166,15 @@ class Tensor:
             raise ArgumentError(f"tensor '{self.label}' is not differentiable: nothing to "
                                 "backpropagate", user_span())
         diff = [t for t in self.subgraph() if t.diff]
-        zero = Code(tuple(FetchItem(NodeRef(t, "grad"), _fill(0.0))
+        zero = Code(tuple(FetchItem(NodeRef(t, "grad"), A.ConstantFill(0.0))
                           for t in diff if t is not self))
-        seed = Code((FetchItem(NodeRef(self, "grad"), _fill(1.0)),))
+        seed = Code((FetchItem(NodeRef(self, "grad"), A.ConstantFill(1.0)),))
         grads = concat(t.grad_code() for t in reversed(diff))
         return zero + seed + grads
 
     def params(self) -> list[Tensor]:
         """The trainable parameters this tensor depends on, in creation order."""
         return [t for t in self.subgraph() if t.init is Init.PARAM]
-
-    def batch_slice(self, index: Any) -> Tensor:
-        """The tensor at a runtime batch index (OCANNL `@|`): drops the leading batch axis."""
-        from .ops import batch_slice
-
-        return batch_slice(self, index)
 
     def __repr__(self) -> str:
         return f"Tensor({self.label}#{self.id}: {self.shape.describe()})"
@@ -190,11 +187,143 @@ class Tensor:
         return self.id
 
 
-def _fill(v: float) -> Any:
-    from ..lowering.assignments import ConstantFill
+# ---- small records -----------------------------------------------------------------------
 
-    return ConstantFill(v)
+@dataclass(frozen=True, slots=True, eq=False)
+class NodeRef:
+    """A tensor's value or grad array as used in assignments; `slot` is its position in the
+    operation whose projections are in context (0 = result, 1.. = operands)."""
 
+    tensor: Tensor
+    kind: str  #: "value" or "grad"
+    slot: int | None = None
+
+    @property
+    def grad(self) -> NodeRef:
+        return NodeRef(self.tensor, "grad", self.slot)
+
+    @property
+    def value(self) -> NodeRef:
+        return NodeRef(self.tensor, "value", self.slot)
+
+    def buffer(self) -> Buffer:
+        return self.tensor.buffer(self.kind)
+
+    def __repr__(self) -> str:
+        return f"{self.tensor.label}.{self.kind}"
+
+
+class OpRecord:
+    """One operation: its logic, result and operands. Its projections are derived by the
+    pipeline's projections pass once the shapes are closed (and kept: they never change)."""
+
+    def __init__(self, logic: Logic, result: Tensor, operands: list[Tensor], name: str,
+                 span: Span | None) -> None:
+        self.logic = logic
+        self.result = result
+        self.operands = operands
+        self.name = name
+        self.span = span
+        self.derived: A.Projections | None = None  #: set by `pipeline.derive_projections`
+
+
+@dataclass(frozen=True, slots=True)
+class StaticIndex:
+    """A routine's static integer argument (a batch number, a step), given at each call."""
+
+    symbol: Symbol
+
+    @property
+    def name(self) -> str:
+        return self.symbol.name
+
+
+class BatchList(list):  # type: ignore[type-arg]
+    """Marks a literal's list level as a batch axis (`batch([...])`, OCANNL `[| ... |]`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class AccumItem:
+    """`lhs <accum> expr(rhs...)` with projections from an OpRecord (a slot view) or derived
+    from its own OpRecord (producer regime)."""
+
+    lhs: NodeRef
+    accum: BinOp
+    initialize_neutral: bool
+    expr: A.RhsExpr
+    rhs: tuple[NodeRef, ...]
+    record: OpRecord  #: whose projections this assignment reads
+    slots: tuple[int, ...] | None  #: lhs slot then rhs slots; None: the record's own order
+    label: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class FetchItem:
+    node: NodeRef
+    op: A.FetchOp
+
+
+@dataclass(frozen=True, slots=True)
+class CheckItem:
+    """Fail the routine unless 0 <= symbol < the leading batch dim of `tensor`."""
+
+    symbol: Symbol
+    tensor: Tensor
+    code: int
+
+
+Item = AccumItem | FetchItem | CheckItem
+
+
+@dataclass(frozen=True, slots=True)
+class Code:
+    """A sequence of assignment items (what `@cd` functions return and routines compile)."""
+
+    items: tuple[Item, ...] = field(default=())
+
+    def __add__(self, other: Code) -> Code:
+        return Code(self.items + other.items)
+
+    def __iter__(self) -> Iterator[Item]:
+        return iter(self.items)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def tensors(self) -> list[Tensor]:
+        """Every tensor the code touches, each once, in order of appearance."""
+        seen: dict[int, Tensor] = {}
+        for it in self.items:
+            for ref in item_refs(it):
+                seen.setdefault(ref.tensor.id, ref.tensor)
+        return list(seen.values())
+
+
+def concat(codes: Iterable[Code]) -> Code:
+    out: tuple[Item, ...] = ()
+    for c in codes:
+        out += c.items
+    return Code(out)
+
+
+def item_refs(it: Item) -> tuple[NodeRef, ...]:
+    match it:
+        case AccumItem(lhs=lhs, rhs=rhs):
+            return (lhs, *rhs)
+        case FetchItem(node=n):
+            return (n,)
+        case CheckItem(tensor=t):
+            return (NodeRef(t, "value"),)
+        case _:
+            assert_never(it)
+
+
+def forward_code(tensors: dict[int, Tensor]) -> Code:
+    """The own code of these tensors in creation order."""
+    return concat(tensors[i]._own for i in sorted(tensors))
+
+
+# ---- the op_asn / grad_asn calling convention ---------------------------------------------
 
 _ASN_PARAMS: dict[Callable[..., Any], tuple[str, ...]] = {}
 
@@ -242,54 +371,3 @@ def call_asn(fn: Callable[..., Any], rec: OpRecord) -> Code:
     finally:
         current_record.reset(tok)
     return out if isinstance(out, Code) else Code()
-
-
-def make_op(name: str, logic: Logic, operands: list[Tensor], op_asn: Callable[..., Any],
-            grad_asn: Callable[..., Any] | None, *, label: str | None = None,
-            span: Span | None = None) -> Tensor:
-    """Build a tensor operation: fresh result shape, shape constraints, forward code."""
-    span = span or user_span()
-    label = label or name
-    shape = Shape.make(label)
-    diff = (grad_asn is not None and not _no_grad.get()
-            and any(o.diff for o in operands))
-    t = Tensor(label, shape, Init.COMPUTED, diff=diff)
-    origin = Origin(f"{name} ({logic_name(logic)})", (shape, *[o.shape for o in operands]), span)
-    try:
-        shape.solver.add(shape_constraints(logic, shape.solver, shape,
-                                           [o.shape for o in operands], origin))
-    except ShapeError as e:
-        raise e.with_span(span) from None
-    t.op = OpRecord(logic, t, operands, name, span)
-    t.operands = list(operands)
-    t.grad_asn = grad_asn
-    t.slot = _common_slot(operands)
-    for o in operands:
-        t._fwd.update(o.embed())
-    t._own = call_asn(op_asn, t.op)
-    t._fwd[t.id] = t
-    return t
-
-
-def forward_code(tensors: dict[int, Tensor]) -> Code:
-    """The own code of these tensors in creation order."""
-    return concat(tensors[i]._own for i in sorted(tensors))
-
-
-def _common_slot(operands: list[Tensor]) -> int | None:
-    """An intermediate over operands of one slot (plus slotless ones) takes that slot."""
-    slots = {o.slot for o in operands if o.slot is not None}
-    return slots.pop() if len(slots) == 1 else None
-
-
-def alias(ref: NodeRef) -> Tensor:
-    """A non-differentiable tensor viewing a node (how @cd sub-expressions read v1, g, ...)."""
-    t = Tensor(f"{ref.tensor.label}.{ref.kind}", ref.tensor.shape, Init.ALIAS)
-    t.alias_of = NodeRef(ref.tensor, ref.kind)
-    t.slot = ref.slot
-    t.forward_root = False
-    return t
-
-
-def host_array(values: Any) -> np.ndarray:
-    return np.asarray(values, dtype=np.float64)

@@ -1,0 +1,163 @@
+"""Verifier of the assignments IR: run between pipeline passes with OCANNL_AST_CHECK=1.
+
+Stage: checks the `Asgn` the assignments pass builds and each `Asgn` -> `Asgn` pass returns,
+before lowering. Input: an `Asgn`. Output: None, or `AsgnIRError` listing every problem.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import assert_never
+
+from ..errors import OcannlError
+from . import assignments as A
+from .loop_ir import BinOp, Buffer, IndexExpr, Symbol, TernOp, UnOp
+
+#: the accumulators an assignment may use (`=:` is ARG2: the new value replaces the old)
+ACCUMULATORS = frozenset({BinOp.ADD, BinOp.SUB, BinOp.MUL, BinOp.DIV, BinOp.POW, BinOp.MAX,
+                          BinOp.MIN, BinOp.ARG2})
+_U32 = 1 << 32
+_C_INT_MAX = (1 << 31) - 1
+
+
+class AsgnIRError(OcannlError, ValueError):
+    """Malformed assignments; the message lists each problem on its own line."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        lines = "\n".join(f"  - {p}" for p in problems)
+        super().__init__(f"invalid assignments IR:\n{lines}")
+
+
+def arity(op: UnOp | BinOp | TernOp) -> int:
+    return 1 if isinstance(op, UnOp) else 2 if isinstance(op, BinOp) else 3
+
+
+@dataclass(slots=True)
+class _Checker:
+    problems: list[str] = field(default_factory=list)
+    buffers: dict[int, Buffer] = field(default_factory=dict)  #: id -> first declaration
+
+    def report(self, where: str, message: str) -> None:
+        self.problems.append(f"{where}: {message}")
+
+    def buffer(self, buf: Buffer, where: str) -> None:
+        """Every reference to a buffer id agrees on its name and dims (names may repeat
+        across ids: lowering makes them unique)."""
+        first = self.buffers.setdefault(buf.id, buf)
+        if first != buf:
+            self.report(where, f"buffer id {buf.id} is {first.name!r} {first.dims} elsewhere, "
+                               f"here {buf.name!r} {buf.dims}")
+        if any(d < 0 for d in buf.dims):
+            self.report(where, f"buffer {buf.name!r} has negative dims {buf.dims}")
+
+    def asgn(self, a: A.Asgn, top: bool = True) -> None:
+        match a:
+            case A.Accum():
+                self.accum(a)
+            case A.Fetch(buffer=buf, op=op):
+                self.buffer(buf, f"fetch into {buf.name!r}")
+                self.fetch_op(op, f"fetch into {buf.name!r}")
+            case A.CheckStatic(bound=bound, code=code):
+                if bound < 0:
+                    self.report("static check", f"negative bound {bound}")
+                if code == 0 or abs(code) > _C_INT_MAX:
+                    self.report("static check", f"error code {code} is not a nonzero C int")
+            case A.Noop():
+                if not top:
+                    self.report("sequence", "a Noop inside a Seq (seq() drops them)")
+            case A.Seq(items=items):
+                self.seq(items, top)
+            case _:
+                assert_never(a)
+
+    def seq(self, items: tuple[A.Asgn, ...], top: bool) -> None:
+        if not top:
+            self.report("sequence", "a Seq nested in a Seq (seq() flattens them)")
+        if len(items) < 2:
+            self.report("sequence", f"a Seq of {len(items)} item(s) (seq() unwraps it)")
+        for it in items:
+            self.asgn(it, top=False)
+
+    def fetch_op(self, op: A.FetchOp, where: str) -> None:
+        match op:
+            case A.ConstantFill() | A.RangeOverOffsets():
+                pass
+            case A.RandomUniform(key=key, low=low, high=high):
+                if len(key) != 4 or any(not 0 <= k < _U32 for k in key):
+                    self.report(where, f"random key {key} is not four 32-bit words")
+                if not low <= high:
+                    self.report(where, f"random range [{low}, {high}) is empty")
+            case _:
+                assert_never(op)
+
+    def accum(self, a: A.Accum) -> None:
+        where = f"assignment to {a.lhs.name!r}" + (f" ({a.label})" if a.label else "")
+        self.buffer(a.lhs, where)
+        for r in a.rhs:
+            self.buffer(r, where)
+        if a.accum not in ACCUMULATORS:
+            self.report(where, f"{a.accum.value} is not an accumulation operator")
+        used = self.expr(a.expr, len(a.rhs), where)
+        for k in sorted(set(range(len(a.rhs))) - used):
+            self.report(where, f"operand {k} ({a.rhs[k].name!r}) is never read by the expression")
+        self.projections(a, where)
+
+    def expr(self, e: A.RhsExpr, n_rhs: int, where: str) -> set[int]:
+        """Check the expression; return the operand positions it reads."""
+        match e:
+            case A.Arg(k=k):
+                if not 0 <= k < n_rhs:
+                    self.report(where, f"operand {k} read, but the assignment has {n_rhs}")
+                return {k}
+            case A.Lit() | A.StaticValue():
+                return set()
+            case A.Prim(op=op, args=args):
+                if len(args) != arity(op):
+                    self.report(where, f"primitive {op.value} takes {arity(op)} argument(s), "
+                                       f"got {len(args)}")
+                return set().union(*(self.expr(x, n_rhs, where) for x in args))
+            case _:
+                assert_never(e)
+
+    def projections(self, a: A.Accum, where: str) -> None:
+        p = a.projections
+        iterators = [s for s, _ in p.product]
+        if len(set(iterators)) != len(iterators):
+            self.report(where, "an iterator appears twice in the product space")
+        for s, extent in p.product:
+            if extent < 0:
+                self.report(where, f"iterator {s.name}#{s.id} has negative extent {extent}")
+        if len(p.rhs) != len(a.rhs) or len(p.rhs_dims) != len(a.rhs):
+            self.report(where, f"{len(p.rhs)} right-hand index maps for {len(a.rhs)} operands")
+        self.index_map(a.lhs, p.lhs, p.lhs_dims, where)
+        for buf, ix, dims in zip(a.rhs, p.rhs, p.rhs_dims, strict=False):
+            self.index_map(buf, ix, dims, where)
+
+    def index_map(self, buf: Buffer, index: tuple[IndexExpr, ...], dims: tuple[int, ...],
+                  where: str) -> None:
+        if len(index) != len(buf.dims):
+            self.report(where, f"{len(index)} indices for rank-{len(buf.dims)} {buf.name!r}")
+        if dims != buf.dims:
+            self.report(where, f"projections give {buf.name!r} dims {dims}, the buffer has "
+                               f"{buf.dims}")
+        for ix in index:
+            for coeff, sym in ix.terms:
+                if coeff == 0:
+                    self.report(where, f"zero coefficient on {_sym(sym)} in {buf.name!r}'s map")
+
+
+def _sym(s: Symbol) -> str:
+    return f"{s.name}#{s.id}"
+
+
+def verify_asgn(code: A.Asgn) -> None:
+    """Raise `AsgnIRError` listing every problem of `code`; return None if well formed.
+
+    >>> from ocannl_ast.lowering.loop_ir import Buffer
+    >>> verify_asgn(A.Fetch(Buffer(0, "x", (2,)), A.ConstantFill(0.0)))
+    """
+    checker = _Checker()
+    checker.asgn(code)
+    if checker.problems:
+        raise AsgnIRError(checker.problems)

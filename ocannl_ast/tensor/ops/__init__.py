@@ -1,0 +1,40 @@
+"""The op library by family: `pointwise`, `contraction` (compose, einsum, einsum_max,
+concat), `movement` (transpose, batch_slice, range); `base` builds an operation and custom
+ones (`unary_op`, `binary_op`). Input: tensors, numbers. Output: result Tensors.
+"""
+
+from __future__ import annotations
+
+from .base import alias, apply, binary_op, lift, make_op, unary_op
+from .contraction import concat, einsum, einsum_max, matmul
+from .movement import batch_slice, range_, static_index, transpose
+from .pointwise import (
+    add,
+    cos,
+    div,
+    eq,
+    exp,
+    le,
+    log,
+    lt,
+    mul,
+    ne,
+    neg,
+    pow_,
+    recip,
+    relu,
+    relu_gate,
+    sin,
+    sqrt,
+    stop_gradient,
+    sub,
+    tanh,
+    where,
+)
+
+__all__ = [
+    "add", "alias", "apply", "batch_slice", "binary_op", "concat", "cos", "div", "einsum",
+    "einsum_max", "eq", "exp", "le", "lift", "log", "lt", "make_op", "matmul", "mul", "ne",
+    "neg", "pow_", "range_", "recip", "relu", "relu_gate", "sin", "sqrt", "static_index",
+    "stop_gradient", "sub", "tanh", "transpose", "unary_op", "where",
+]

@@ -1,0 +1,144 @@
+"""Contractions: compose (OCANNL `*`), einsum with sum accumulation (`++`, `+*`), max
+reduction (`@^^`, `@^+`) and concat's spec check; each op's op_asn, grad_asn and logic
+side by side. Input: tensors and einsum specs. Output: result Tensors.
+"""
+
+# The @cd bodies read inline nodes ({ties_lhs}) and name eq, where (module globals).
+# ruff: noqa: F821
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from ...errors import OcannlError, user_span
+from ...infer.logic import Compose, Einsum
+from ...infer.spec_parser import parse_spec
+from ...rewrite import make_decorator
+from .. import validate
+from ..builders import accum, prim
+from ..node import Code, NodeRef, Tensor
+from .base import Asn, apply
+from .pointwise import eq, where
+
+cd = make_decorator("cd", "ocannl_ast.tensor.dsl")
+
+
+# ---- compose ---------------------------------------------------------------------------------
+
+@cd
+def _compose_op(v, v1, v2, projections):
+    v[...] = sum(v1 * v2)
+
+
+@cd
+def _compose_grad(g, g1, g2, v1, v2, projections):
+    g1 += g * v2
+    g2 += v1 * g
+
+
+def matmul(a: Any, b: Any) -> Tensor:
+    """Compose (OCANNL `*`): outputs of b meet inputs of a; the shared axes are summed."""
+    return apply("compose", Compose(), _compose_op, _compose_grad, a, b)
+
+
+# ---- einsum: n-ary sum of products -----------------------------------------------------------
+
+def _product(refs: list[NodeRef]) -> Any:
+    out: Any = refs[0]
+    for r in refs[1:]:
+        out = prim("mul", out, r)
+    return out
+
+
+def _einsum_asns(n: int) -> tuple[Asn, Asn]:
+    """op_asn / grad_asn of an n-ary sum of products: the grad of operand k multiplies the
+    incoming gradient by every other operand."""
+    def op_asn(v: NodeRef, projections: Any, **vs: NodeRef) -> Code:
+        return accum(v, "=:+", _product([vs[f"v{i}"] for i in range(1, n + 1)]),
+                     projections=projections)
+
+    def grad_asn(g: NodeRef, projections: Any, **gs: NodeRef) -> Code:
+        out = Code()
+        for k in range(1, n + 1):
+            others = [gs[f"v{i}"] for i in range(1, n + 1) if i != k]
+            out += accum(gs[f"g{k}"], "=+", _product([g, *others]), projections=projections)
+        return out
+
+    names = [f"v{i}" for i in range(1, n + 1)]
+    op_asn.__signature__ = _sig(["v", "projections", *names])  # type: ignore[attr-defined]
+    grad_names = ["g", "projections", *names, *[f"g{i}" for i in range(1, n + 1)]]
+    grad_asn.__signature__ = _sig(grad_names)  # type: ignore[attr-defined]
+    return op_asn, grad_asn
+
+
+def _sig(names: list[str]) -> inspect.Signature:
+    P = inspect.Parameter
+    return inspect.Signature([P(n, P.KEYWORD_ONLY) for n in names])
+
+
+_EINSUM_ASNS: dict[int, tuple[Asn, Asn]] = {}
+
+
+def einsum(spec: str, *tensors: Any) -> Tensor:
+    """Generalized einsum with sum accumulation, 1..n operands (OCANNL `++`, `+*`).
+
+    Example: ``einsum("ij;jk=>ik", a, b)`` is a matrix product.
+    """
+    validate.spec_and_operands("einsum", spec, tensors)
+    parsed = parse_spec(spec)
+    n = len(tensors)
+    if n not in _EINSUM_ASNS:
+        _EINSUM_ASNS[n] = _einsum_asns(n)
+    op_asn, grad_asn = _EINSUM_ASNS[n]
+    return apply("einsum", Einsum(parsed), op_asn, grad_asn, *tensors)
+
+
+# ---- einsum_max: max-reduction, tropical ------------------------------------------------------
+
+@cd
+def _max_op1(v, v1, projections):
+    v[...] = max(v1)
+
+
+@cd
+def _max_grad1(v, g, v1, g1, projections):
+    {ties_lhs}[...] = sum(eq(v1, v))  # (declared inline: @cd)
+    g1 += where(eq(v1, v), g / ties_lhs, 0.0)
+
+
+@cd
+def _max_op2(v, v1, v2, projections):
+    v[...] = max(v1 + v2)
+
+
+@cd
+def _max_grad2(v, g, v1, v2, g1, g2, projections):
+    {ties_lhs}[...] = sum(eq(v1 + v2, v))  # (declared inline: @cd)
+    g1 += where(eq(v1 + v2, v), g / ties_lhs, 0.0)
+    g2 += where(eq(v1 + v2, v), g / ties_lhs, 0.0)
+
+
+def einsum_max(spec: str, a: Any, b: Any = None) -> Tensor:
+    """Max-reduce (OCANNL `@^^`), or with two operands max of a + b (`@^+`, tropical).
+
+    Gradient: each output cell's incoming gradient goes to the positions of the reduction
+    that attain its max, split equally among tied positions (k ties get g / k each; in the
+    binary form a tied term a[i] + b[j] passes g / k to both a[i] and b[j]), so the
+    gradients always sum to the incoming gradient, as JAX and `torch.amax` do. OCANNL gives
+    every tied position the full gradient, which double-counts: max(x, x) would get
+    gradient 2. Ties are exact float equality with the computed max.
+    """
+    validate.spec_and_operands("einsum_max", spec, (a,) if b is None else (a, b))
+    parsed = parse_spec(spec)
+    if b is None:
+        return apply("einsum_max", Einsum(parsed), _max_op1, _max_grad1, a)
+    return apply("einsum_max", Einsum(parsed), _max_op2, _max_grad2, a, b)
+
+
+def concat(spec: str, *tensors: Any) -> Tensor:
+    """Concatenation along `^` axes (seed 004)."""
+    validate.spec_and_operands("concat", spec, tensors)
+    parse_spec(spec)
+    raise OcannlError(f'concatenation "{spec}" is not supported yet: its projections '
+                      "(coupled product factors) are a separate issue", user_span())

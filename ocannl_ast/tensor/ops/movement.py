@@ -1,0 +1,75 @@
+"""Data movement: transpose, batch slicing at a static index (OCANNL `@|`) and the range
+vector; each op's op_asn, grad_asn and logic side by side.
+
+Input: tensors, static indices, sizes. Output: result Tensors (and StaticIndex handles).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...errors import ArgumentError
+from ...infer.logic import BatchSlice, Transpose
+from ...infer.projections import fresh_symbol
+from ...infer.shape import Shape
+from ...lowering.assignments import RangeOverOffsets
+from ...rewrite import make_decorator
+from .. import validate
+from ..builders import accum
+from ..node import CheckItem, Code, FetchItem, Init, NodeRef, StaticIndex, Tensor
+from .base import apply
+
+cd = make_decorator("cd", "ocannl_ast.tensor.dsl")
+
+
+@cd
+def _copy_op(v, v1, projections):
+    v[...] = v1
+
+
+@cd
+def _id_grad(g, g1, projections):
+    g1 += g
+
+
+def transpose(x: Any) -> Tensor:
+    """Swap input and output axes (batch axes kept)."""
+    return apply("transpose", Transpose(), _copy_op, _id_grad, x)
+
+
+# ---- batch slicing ---------------------------------------------------------------------------
+
+def static_index(name: str) -> StaticIndex:
+    """A named static argument. Example: ``b = oc.static_index("batch"); x.batch_slice(b)``
+    then ``routine(batch=3)``."""
+    if not isinstance(name, str) or not name.isidentifier():
+        validate.fail(ArgumentError, f"static_index: name must be an identifier "
+                      f"string, got {validate.describe(name)}")
+    return StaticIndex(fresh_symbol(name))
+
+
+def _slice_op(v: NodeRef, v1: NodeRef, t1: NodeRef, projections: Any) -> Code:
+    sym = projections.logic.symbol
+    return (Code((CheckItem(sym, t1.tensor, 1),))
+            + accum(v, "=:", v1, projections=projections))
+
+
+def batch_slice(x: Any, index: StaticIndex) -> Tensor:
+    """The tensor at a runtime batch index (OCANNL `@|`)."""
+    if not isinstance(index, StaticIndex):
+        validate.fail(ArgumentError, "batch_slice takes an oc.static_index(...), got "
+                      f"{validate.describe(index)}")
+    return apply("batch_slice", BatchSlice(index.symbol), _slice_op, _id_grad, x)
+
+
+# ---- range -----------------------------------------------------------------------------------
+
+def range_(n: int, *, label: str | None = None) -> Tensor:
+    """The vector 0, 1, ..., n-1 (computed by its own forward code)."""
+    validate.range_args(n, label)
+    shape = Shape.make(label or "range", batch_dims=(), output_dims=(n,), input_dims=(),
+                       is_terminal=True)
+    t = Tensor(label or "range", shape, Init.COMPUTED)
+    t._own = Code((FetchItem(NodeRef(t, "value"), RangeOverOffsets()),))
+    t._fwd = {t.id: t}
+    return t

@@ -1,0 +1,234 @@
+"""The compile pipeline, read top to bottom: Code -> close shapes -> projections ->
+assignments IR -> simplify -> loop IR -> bind static arguments -> (verify) -> a backend
+renders or compiles it. Each pass is a function from one IR to the next; `STAGES` lists
+them in order; with OCANNL_AST_CHECK=1 each stage's output is verified before the next.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, assert_never
+
+from ..errors import ShapeError
+from ..infer.projections import derive_projections as derive_record_projections
+from ..lowering import assignments as A
+from ..lowering.asgn_verify import verify_asgn
+from ..lowering.loop_ir import IndexExpr, LoopProgram, Precision
+from ..lowering.loop_verify import verify_program
+from ..lowering.lower import free_symbols, lower
+from ..lowering.simplify import fold_zero_fills
+from .node import AccumItem, CheckItem, Code, FetchItem, Item, NodeRef, OpRecord, Tensor
+
+#: closing shapes and lowering touch solver state shared by every tensor of a graph
+lowering_lock = threading.RLock()
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    """What the passes need besides their input IR."""
+
+    name: str  #: the routine's name
+    precision: Precision = Precision.FLOAT32
+
+
+# ---- pass 1: close shapes (Code -> Code) -------------------------------------------------
+
+def close_shapes(code: Code, opts: Options) -> Code:
+    """Close the shapes of every tensor the code touches and of whatever the held-out
+    tensors' initializers read (they are initialized by routines of their own)."""
+    tensors = code.tensors()
+    close_tensors([*tensors, *(d for t in held_out(tensors) for d in init_deps(t))])
+    return code
+
+
+def close_tensors(tensors: Sequence[Tensor]) -> None:
+    """Close the shapes of these tensors (under the process-wide lowering lock)."""
+    shapes = {id(t.shape): t.shape for t in tensors}
+    if shapes:
+        with lowering_lock:
+            next(iter(shapes.values())).solver.close(list(shapes.values()))
+
+
+def held_out(tensors: Sequence[Tensor]) -> list[Tensor]:
+    """The held-out tensors (params, constants, nodes) among these or viewed by them."""
+    out: dict[int, Tensor] = {}
+    for t in tensors:
+        base = t.alias_of.tensor if t.alias_of is not None else t
+        if base.is_held_out:
+            out.setdefault(base.id, base)
+    return list(out.values())
+
+
+def init_deps(t: Tensor, *, transitive: bool = True) -> list[Tensor]:
+    """Every tensor the initializer of `t` reads (through nested tensor-initialized params
+    too when `transitive`), in creation order."""
+    out: dict[int, Tensor] = {}
+    stack = [t.init_value] if isinstance(t.init_value, Tensor) else []
+    while stack:
+        for s in stack.pop().subgraph():
+            if s.id not in out:
+                out[s.id] = s
+                if transitive and isinstance(s.init_value, Tensor):
+                    stack.append(s.init_value)
+    return sorted(out.values(), key=lambda s: s.id)
+
+
+# ---- pass 2: projections (Code -> ProjectedCode) -----------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class ProjectedCode:
+    """Code whose operations all have their projections derived (shapes closed)."""
+
+    code: Code
+    projections: Mapping[OpRecord, A.Projections]
+
+
+def derive_projections(code: Code, opts: Options) -> ProjectedCode:
+    """Derive the projections of every operation the code's assignments read (seed 000),
+    once per operation: shapes never change after closing, so they are kept on the record."""
+    table: dict[OpRecord, A.Projections] = {}
+    for it in code.items:
+        if isinstance(it, AccumItem) and it.record not in table:
+            table[it.record] = record_projections(it.record)
+    return ProjectedCode(code, table)
+
+
+def record_projections(rec: OpRecord) -> A.Projections:
+    if rec.derived is None:
+        try:
+            rec.derived = derive_record_projections(
+                rec.logic, rec.result.layout_rows(), [o.layout_rows() for o in rec.operands])
+        except ShapeError as e:
+            raise e.with_span(rec.span) from None
+    return rec.derived
+
+
+# ---- pass 3: assignments IR (ProjectedCode -> Asgn) --------------------------------------
+
+def to_assignments(pc: ProjectedCode, opts: Options) -> A.Asgn:
+    """The assignments IR: node references become buffers, each assignment gets its
+    operation's projections or the slot-permuted view it reads."""
+    return A.seq(*(_assignment(it, pc.projections) for it in pc.code.items))
+
+
+def _assignment(it: Item, table: Mapping[OpRecord, A.Projections]) -> A.Asgn:
+    match it:
+        case AccumItem():
+            p = table[it.record]
+            if it.slots is not None:
+                p = _view(p, it)
+            return A.Accum(it.lhs.buffer(), it.accum, it.initialize_neutral, it.expr,
+                           tuple(r.buffer() for r in it.rhs), p, it.label)
+        case FetchItem(node=n, op=op):
+            return A.Fetch(n.buffer(), op)
+        case CheckItem(symbol=s, tensor=t, code=c):
+            return A.CheckStatic(s, t.dims()[0], c)
+        case _:
+            assert_never(it)
+
+
+def _view(p: A.Projections, it: AccumItem) -> A.Projections:
+    """The projections an assignment reads through slots (seed 000: g1 =+ g * v2)."""
+    assert it.slots is not None
+    refs = (it.lhs, *it.rhs)
+    maps: list[tuple[tuple[IndexExpr, ...], tuple[int, ...]]] = []
+    for ref, s in zip(refs, it.slots, strict=True):
+        maps.append(p.slot(s) if s >= 0 else (_slotless_index(ref, it.record),
+                                               ref.tensor.dims()))
+    return A.Projections(p.product, maps[0][0], tuple(m for m, _ in maps[1:]), maps[0][1],
+                         tuple(d for _, d in maps[1:]), p.debug)
+
+
+def _slotless_index(ref: NodeRef, record: OpRecord) -> tuple[IndexExpr, ...]:
+    """Index map of a tensor that has no slot in the record: only size-one axes allowed."""
+    dims = ref.tensor.dims()
+    if any(d != 1 for d in dims):
+        raise ShapeError(f"'{ref.tensor.label}' (dims {dims}) has no slot in the projections of "
+                         f"'{record.name}'; name it by slot (v1, g2, x_rhs1, ...)", record.span)
+    return tuple(IndexExpr((), 0) for _ in dims)
+
+
+# ---- pass 4: simplify (Asgn -> Asgn) -----------------------------------------------------
+
+def simplify(asgn: A.Asgn, opts: Options) -> A.Asgn:
+    """Fold zero fills into the first `=+` of the same buffer (`lowering.simplify`)."""
+    return fold_zero_fills(asgn)
+
+
+# ---- pass 5: lower (Asgn -> LoopProgram) --------------------------------------------------
+
+def lower_loops(asgn: A.Asgn, opts: Options) -> LoopProgram:
+    """Loop nests over every buffer the assignments touch (`lowering.lower`)."""
+    return lower(asgn, opts.name, precision=opts.precision)
+
+
+# ---- pass 6: bind static arguments (LoopProgram -> LoopProgram) ---------------------------
+
+def bind_statics(prog: LoopProgram, opts: Options) -> LoopProgram:
+    """The symbols no loop binds are the routine's static arguments, in creation order."""
+    statics = tuple(sorted(free_symbols(prog.body), key=lambda s: s.id))
+    return LoopProgram(prog.name, prog.buffers, statics, prog.body, prog.precision)
+
+
+def _verify_loops(prog: LoopProgram) -> None:
+    verify_program(prog)
+
+
+# ---- the stages ---------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Stage:
+    """One pass: its name, the function from one IR to the next, and the verifier of its
+    output (run when OCANNL_AST_CHECK=1)."""
+
+    name: str
+    run: Callable[[Any, Options], Any]
+    verify: Callable[[Any], None] | None = None
+
+
+STAGES: tuple[Stage, ...] = (
+    Stage("close_shapes", close_shapes),                        # Code -> Code
+    Stage("projections", derive_projections),                   # Code -> ProjectedCode
+    Stage("assignments", to_assignments, verify_asgn),          # ProjectedCode -> Asgn
+    Stage("simplify", simplify, verify_asgn),                   # Asgn -> Asgn
+    Stage("lower", lower_loops),                                # Asgn -> LoopProgram
+    Stage("bind_statics", bind_statics, _verify_loops),         # LoopProgram -> LoopProgram
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Lowered:
+    """What a backend and a routine need: the loop program, the assignments it came from
+    (for the read/write sets) and the held-out tensors to initialize first."""
+
+    prog: LoopProgram
+    asgn: A.Asgn
+    held_out: list[Tensor]
+    trace: tuple[tuple[str, Any], ...]  #: each stage's name and output, in order
+
+
+def checking() -> bool:
+    """Verify between stages (OCANNL_AST_CHECK=1; the test suite sets it)."""
+    return os.environ.get("OCANNL_AST_CHECK") == "1"
+
+
+def run(code: Code, opts: Options) -> Lowered:
+    """Run the stages in order on `code` (under the process-wide lowering lock)."""
+    trace: list[tuple[str, Any]] = []
+    ir: Any = code
+    with lowering_lock:
+        for stage in STAGES:
+            ir = stage.run(ir, opts)
+            if stage.verify is not None and checking():
+                stage.verify(ir)
+            trace.append((stage.name, ir))
+    out = dict(trace)
+    return Lowered(out["bind_statics"], out["simplify"], held_out(code.tensors()), tuple(trace))
+
+
+def render(code: Code, backend: Any, opts: Options) -> str:
+    """The source a backend would compile for `code` (`oc.render`)."""
+    return str(backend.render(run(code, opts).prog))
