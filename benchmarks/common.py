@@ -195,12 +195,10 @@ def run_worker(script: Path, args: Sequence[str], *, threads: int | None = None,
 def gcc_command(c_path: Path, so_path: Path) -> list[str]:
     """The command the C backend runs: its optimization flags (or $OCANNL_AST_CFLAGS) and
     its required flags."""
-    from ocannl_ast.backends import c_backend  # lazily: NumPy-only workers skip the import
+    from ocannl_ast.backends import compiler  # lazily: NumPy-only workers skip the import
 
-    env = os.environ.get("OCANNL_AST_CFLAGS")
-    opt = tuple(env.split()) if env is not None else c_backend.DEFAULT_OPT_FLAGS
-    flags = (*opt, *c_backend.REQUIRED_FLAGS)
-    return [c_backend.CC, *flags, "-o", str(so_path), str(c_path), "-lm"]
+    flags = compiler.effective_flags(compiler.DEFAULT_OPT_FLAGS)
+    return [compiler.CC, *flags, "-o", str(so_path), str(c_path), "-lm"]
 
 
 def gcc_build(source: str, directory: Path, stem: str) -> Path:
