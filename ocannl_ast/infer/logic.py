@@ -94,8 +94,10 @@ _B, _O, _I = Kind.BATCH, Kind.OUTPUT, Kind.INPUT
 
 def shape_constraints(logic: Logic, solver: Solver, result: Shape, operands: list[Shape],
                       origin: Origin) -> list[Constraint]:
-    """The constraints an operation contributes to shape inference."""
+    """The constraints an operation contributes to shape inference. Joins the inference
+    components of the result and operands: add the constraints to any of their solvers."""
     r = result
+    solver = solver.join(result.solver, *(o.solver for o in operands))
 
     def ineq(cur: Shape, ck: Kind, sub: Shape, sk: Kind) -> RowIneq:
         where = f"{cur.label}.{ck.value} >= {sub.label}.{sk.value}"

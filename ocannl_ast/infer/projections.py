@@ -7,12 +7,12 @@ Input: an operation's Logic and the closed dims of its result and operands. Outp
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..errors import ShapeError
 from ..lowering.assignments import Projections
+from ..lowering.ids import fresh_id
 from ..lowering.loop_ir import IndexExpr, Symbol
 from .logic import (
     BatchSlice,
@@ -30,11 +30,9 @@ from .terms import Kind, kernel_span
 
 ShapeDims = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]  # batch, output, input
 
-_symbols = itertools.count(1)
-
-
 def fresh_symbol(name: str) -> Symbol:
-    return Symbol(next(_symbols), name)
+    """A loop iterator or static argument with a process-unique id."""
+    return Symbol(fresh_id(), name)
 
 
 class _UnionFind:
