@@ -42,6 +42,13 @@ def main() -> None:
     dt = time.perf_counter() - t0
     print(f"200 small graphs build+infer: {dt * 1000:.0f} ms; last graph's solver: "
           f"{live(keep[-1])}")
+    open_graphs = [small_graph(1000 + i) for i in range(200)]  # built, never inferred
+    t0 = time.perf_counter()
+    y = mlp(16)
+    oc.infer_shapes(y)
+    dt = time.perf_counter() - t0
+    print(f"MLP L=16 after 200 open graphs: build+close {dt * 1000:.0f} ms; {live(y)}")
+    del open_graphs
     for n in (8, 16, 32):
         t0 = time.perf_counter()
         y = mlp(n)
