@@ -7,11 +7,12 @@ Input: emitted by `infer.shape_logic`. Output: consumed by `infer.solver`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from ..errors import Span
-from .terms import DimTerm, Row
+from .terms import DimTerm, Row, dim_vars, row_vars
 
 
 class ShapeLike(Protocol):
@@ -99,3 +100,31 @@ class DimAtLeast:
 
 
 Constraint = DimEq | RowEq | DimIneq | RowIneq | TotalElems | DimAtLeast
+
+
+class Substitution(Protocol):
+    """What reading a constraint's current variables needs from a solver."""
+
+    def subst_dim(self, d: DimTerm) -> DimTerm: ...
+
+    def subst_row(self, r: Row) -> Row: ...
+
+
+def constraint_vars(c: Constraint, out: set[tuple[str, int]],
+                    s: Substitution | None = None) -> None:
+    """The variables of a constraint (substituted through `s` when given)."""
+    sd: Callable[[DimTerm], DimTerm] = s.subst_dim if s is not None else (lambda d: d)
+    sr: Callable[[Row], Row] = s.subst_row if s is not None else (lambda r: r)
+    match c:
+        case DimEq(a=a, b=b) | DimIneq(cur=a, subr=b):
+            dim_vars(sd(a), out)
+            dim_vars(sd(b), out)
+        case RowEq(a=a, b=b) | RowIneq(cur=a, subr=b):
+            row_vars(sr(a), out)
+            row_vars(sr(b), out)
+        case TotalElems(row=r):
+            row_vars(sr(r), out)
+        case DimAtLeast(d=d):
+            dim_vars(sd(d), out)
+        case _:
+            raise AssertionError(c)

@@ -1,136 +1,77 @@
-"""Shape logic of an operation (seed 002 `Shape.logic`) and the constraints it emits.
+"""Shape constraints of an operation (seed 002): its row relations (`infer.relations`, the
+one table projections read too) turned into solver constraints, einsum specs expanded.
 
 Input: a Logic value, the result shape and the operand shapes. Output: constraints for
-the solver; projection derivation (`infer.projections`) re-reads the same logic.
+the solver. The logic types are re-exported from `infer.relations`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import assert_never
 
 from ..errors import ShapeError
-from ..lowering.loop_ir import Symbol
 from .constraints import Constraint, DimAtLeast, Origin, RowEq, RowIneq
+from .relations import (
+    BatchSlice,
+    Compose,
+    DropLeadingAxis,
+    Einsum,
+    Logic,
+    Pointwise,
+    Relation,
+    RowBroadcast,
+    RowRef,
+    RowSame,
+    SpecRows,
+    Terminal,
+    Transpose,
+    logic_name,
+    logic_of_string,
+    row_relations,
+    row_var_key,
+)
 from .shape import Shape
 from .solver import Solver
 from .spec_ast import Affine, AxisSpec, Concat, EinsumSpec, FixedIndex, Label, RowSpec, Wildcard
-from .spec_parser import parse_spec
 from .terms import AffineDim, ConvPart, DimTerm, DimVar, Kind, Row, RowVar
 
-
-@dataclass(frozen=True, slots=True)
-class Pointwise:
-    """NumPy-style broadcast of every operand into the result (unary or n-ary)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Compose:
-    """Outputs of the second operand meet inputs of the first (`a @ b`, matmul generalised)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Transpose:
-    """Swap inputs and outputs of the single operand; batch axes kept."""
-
-
-@dataclass(frozen=True, slots=True)
-class Einsum:
-    """Axes lined up by an einsum spec: equalities, no broadcasting."""
-
-    spec: EinsumSpec
-
-
-@dataclass(frozen=True, slots=True)
-class BatchSlice:
-    """Drop the leading batch axis, read at a runtime index (a routine's static argument)."""
-
-    symbol: Symbol
-
-
-@dataclass(frozen=True, slots=True)
-class Terminal:
-    """A leaf: the shape comes from its creation (data, parameter dims)."""
-
-
-Logic = Pointwise | Compose | Transpose | Einsum | BatchSlice | Terminal
-
-
-def logic_of_string(text: str) -> Logic:
-    """`"."` pointwise, `"@"` compose, `"T"` transpose, anything else an einsum spec.
-
-    Example: ``logic_of_string("ij;jk=>ik")``.
-    """
-    match text:
-        case ".":
-            return Pointwise()
-        case "@":
-            return Compose()
-        case "T":
-            return Transpose()
-        case _:
-            return Einsum(parse_spec(text))
-
-
-def logic_name(logic: Logic) -> str:
-    match logic:
-        case Pointwise():
-            return "pointwise"
-        case Compose():
-            return "compose"
-        case Transpose():
-            return "transpose"
-        case Einsum(spec=spec):
-            return f'einsum "{spec.text}"'
-        case BatchSlice():
-            return "batch_slice"
-        case Terminal():
-            return "terminal"
-        case _:
-            raise AssertionError(logic)
-
-
-_B, _O, _I = Kind.BATCH, Kind.OUTPUT, Kind.INPUT
+__all__ = ["BatchSlice", "Compose", "Einsum", "Logic", "Pointwise", "Terminal", "Transpose",
+           "logic_name", "logic_of_string", "row_var_key", "shape_constraints"]
 
 
 def shape_constraints(logic: Logic, solver: Solver, result: Shape, operands: list[Shape],
                       origin: Origin) -> list[Constraint]:
-    """The constraints an operation contributes to shape inference."""
-    r = result
+    """The constraints an operation contributes to shape inference. Joins the inference
+    components of the result and operands: add the constraints to any of their solvers."""
+    solver = solver.join(result.solver, *(o.solver for o in operands))
+    slots = [result, *operands]
+    out: list[Constraint] = []
+    for rel in row_relations(logic, len(operands)):
+        out.extend(_relation_constraints(rel, solver, slots, origin))
+    return out
 
-    def ineq(cur: Shape, ck: Kind, sub: Shape, sk: Kind) -> RowIneq:
-        where = f"{cur.label}.{ck.value} >= {sub.label}.{sk.value}"
-        return RowIneq(cur.row(ck), sub.row(sk), origin.at(where))
 
-    match logic:
-        case Pointwise():
-            return [ineq(r, k, a, k) for a in operands for k in (_B, _O, _I)]
-        case Compose():
-            _arity(logic, operands, 2)
-            a, b = operands
-            return [ineq(r, _B, a, _B), ineq(r, _B, b, _B), ineq(r, _I, b, _I),
-                    ineq(r, _O, a, _O), ineq(a, _I, b, _O)]
-        case Transpose():
-            _arity(logic, operands, 1)
-            (a,) = operands
-            return [ineq(r, _B, a, _B), ineq(r, _I, a, _O), ineq(r, _O, a, _I)]
-        case Einsum(spec=spec):
-            return _einsum_constraints(spec, solver, result, operands, origin)
-        case BatchSlice():
-            _arity(logic, operands, 1)
-            (a,) = operands
+def _relation_constraints(rel: Relation, solver: Solver, slots: list[Shape],
+                          origin: Origin) -> list[Constraint]:
+    """One row relation read as shape constraints (seed 002)."""
+
+    def row(ref: RowRef) -> Row:
+        return slots[ref.slot].row(ref.kind)
+
+    match rel:
+        case RowBroadcast(cur=c, sub=s):
+            where = f"{slots[c.slot].label}.{c.kind.value} >= {slots[s.slot].label}.{s.kind.value}"
+            return [RowIneq(row(c), row(s), origin.at(where))]
+        case RowSame(a=a, b=b):
+            return [RowEq(row(a), row(b), origin)]
+        case DropLeadingAxis(row=r, whole=w):
             rest = solver.fresh_row()
-            return [RowEq(a.row(_B), Row.open(rest, (solver.fresh_dim("slice"),)), origin),
-                    RowEq(r.row(_B), Row.open(rest), origin),
-                    RowEq(r.row(_O), a.row(_O), origin), RowEq(r.row(_I), a.row(_I), origin)]
-        case Terminal():
-            return []
+            return [RowEq(row(w), Row.open(rest, (solver.fresh_dim("slice"),)), origin),
+                    RowEq(row(r), Row.open(rest), origin)]
+        case SpecRows(spec=spec):
+            return _einsum_constraints(spec, solver, slots[0], slots[1:], origin)
         case _:
-            raise AssertionError(logic)
-
-
-def _arity(logic: Logic, operands: list[Shape], n: int) -> None:
-    if len(operands) != n:
-        raise ShapeError(f"{logic_name(logic)} takes {n} operand(s), got {len(operands)}")
+            assert_never(rel)
 
 
 class _SpecVars:
@@ -180,12 +121,6 @@ class _SpecVars:
         return Row.open(self.rows[key], beg, end)
 
 
-def row_var_key(name: str, kind: Kind) -> str:
-    """As in OCANNL, the ellipsis `...` is a different row variable in each row kind (batch,
-    input, output); a named `..v..` is one variable wherever it appears."""
-    return f"...{kind.value}" if name == "..." else name
-
-
 def _einsum_constraints(spec: EinsumSpec, solver: Solver, result: Shape, operands: list[Shape],
                         origin: Origin) -> list[Constraint]:
     if len(spec.operands) != len(operands):
@@ -194,7 +129,8 @@ def _einsum_constraints(spec: EinsumSpec, solver: Solver, result: Shape, operand
     sv = _SpecVars(solver)
     out: list[Constraint] = []
     for sh, ss in [(result, spec.result), *zip(operands, spec.operands, strict=True)]:
-        for kind, rs in ((_B, ss.batch), (_O, ss.output), (_I, ss.input)):
+        for kind, rs in ((Kind.BATCH, ss.batch), (Kind.OUTPUT, ss.output),
+                         (Kind.INPUT, ss.input)):
             where = f"{sh.label}.{kind.value} vs spec"
             out.append(RowEq(sh.row(kind), sv.row(rs, kind), origin.at(where)))
     for v, c in sv.fixed:

@@ -1,5 +1,6 @@
 """Projection inference (seed 000, stride part of seed 001): per operation, fresh axis ids,
-the operation's constraints re-read as equations, union-find with pinning, then labeling.
+the operation's row relations (`infer.relations`, the table shape inference reads) re-read
+as equations, union-find with pinning, then labeling.
 
 Input: an operation's Logic and the closed dims of its result and operands. Output: a
 `Projections` record: the product space and one affine index map per tensor.
@@ -7,34 +8,35 @@ Input: an operation's Logic and the closed dims of its result and operands. Outp
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import assert_never
 
 from ..errors import ShapeError
 from ..lowering.assignments import Projections
+from ..lowering.ids import fresh_id
 from ..lowering.loop_ir import IndexExpr, Symbol
-from .logic import (
-    BatchSlice,
-    Compose,
-    Einsum,
+from .relations import (
+    DropLeadingAxis,
     Logic,
-    Pointwise,
-    Terminal,
-    Transpose,
+    Relation,
+    RowBroadcast,
+    RowRef,
+    RowSame,
+    SpecRows,
     logic_name,
+    row_relations,
     row_var_key,
 )
 from .spec_ast import Affine, AxisSpec, Concat, FixedIndex, Label, RowSpec, ShapeSpec, Wildcard
 from .terms import Kind, kernel_span
 
 ShapeDims = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]  # batch, output, input
-
-_symbols = itertools.count(1)
-
+_ROW_IX = {Kind.BATCH: 0, Kind.OUTPUT: 1, Kind.INPUT: 2}  #: a row's place in ShapeDims
 
 def fresh_symbol(name: str) -> Symbol:
-    return Symbol(next(_symbols), name)
+    """A loop iterator or static argument with a process-unique id."""
+    return Symbol(fresh_id(), name)
 
 
 class _UnionFind:
@@ -117,40 +119,29 @@ class _Derivation:
             self.uf.union(a, b)
 
     def run(self) -> None:
-        B, O, I = 0, 1, 2
-        r = self.ids[0]
-        ops = self.ids[1:]
-        match self.logic:
-            case Pointwise():
-                for a in ops:
-                    for k in (B, O, I):
-                        self.ineq(r[k], a[k])
-            case Compose():
-                a, b = ops
-                self.ineq(r[B], a[B])
-                self.ineq(r[B], b[B])
-                self.ineq(r[I], b[I])
-                self.ineq(r[O], a[O])
-                self.ineq(a[I], b[O])
-            case Transpose():
-                (a,) = ops
-                self.ineq(r[B], a[B])
-                self.ineq(r[I], a[O])
-                self.ineq(r[O], a[I])
-            case Einsum(spec=spec):
-                self.einsum([spec.result, *spec.operands])
-            case BatchSlice(symbol=sym):
-                (a,) = ops
-                if not a[B]:
+        """Read the operation's row relations (the table shape inference reads too) as
+        iterate-together equations."""
+        for rel in row_relations(self.logic, len(self.ids) - 1):
+            self.relation(rel)
+
+    def relation(self, rel: Relation) -> None:
+        def row(ref: RowRef) -> tuple[int, ...]:
+            return self.ids[ref.slot][_ROW_IX[ref.kind]]
+
+        match rel:
+            case RowBroadcast(cur=c, sub=sub):
+                self.ineq(row(c), row(sub))
+            case RowSame(a=a, b=b):
+                self.equal(row(a), row(b))
+            case DropLeadingAxis(row=r, whole=w, symbol=sym):
+                if not row(w):
                     raise ShapeError("batch_slice of a tensor without batch axes")
-                self.uf.pin_to(a[B][0], sym)
-                self.equal(r[B], a[B][1:])
-                self.equal(r[O], a[O])
-                self.equal(r[I], a[I])
-            case Terminal():
-                pass
+                self.uf.pin_to(row(w)[0], sym)
+                self.equal(row(r), row(w)[1:])
+            case SpecRows(spec=spec):
+                self.einsum([spec.result, *spec.operands])
             case _:
-                raise AssertionError(self.logic)
+                assert_never(rel)
 
     def einsum(self, specs: list[ShapeSpec]) -> None:
         segments: dict[str, list[tuple[int, ...]]] = {}

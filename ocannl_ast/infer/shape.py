@@ -1,27 +1,20 @@
 """Tensor shapes (seed 002): three rows (batch, output, input) as terms in a solver.
 
+Each new shape starts its own inference component (a fresh `Solver`); an operation joins
+the components of its shapes (`join_shapes`), so a solver holds one connected graph only.
+
 Input: dims given at tensor creation (or None, left to inference). Output: solved
 tuples of ints and OCANNL notation ("2|3->4"), read through the solver's substitution.
 """
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Sequence
 
 from ..errors import ShapeError, user_span
+from ..lowering.ids import fresh_id
 from .solver import Solver
 from .terms import Dim, DimTerm, Kind, Row, dim_size, show_dim, show_row
-
-_ids = itertools.count(1)
-
-_default_solver = Solver()
-
-
-def default_solver() -> Solver:
-    """The process-wide solver that tensors register their constraints with."""
-    return _default_solver
-
 
 DimsArg = Sequence[int | tuple[int, str] | Dim] | None
 
@@ -51,9 +44,9 @@ class Shape:
 
     def __init__(self, solver: Solver, label: str, batch: Row, output: Row, input_: Row,
                  *, is_param: bool = False, is_terminal: bool = False) -> None:
-        self.solver = solver
+        self._solver = solver
         self.label = label
-        self.id = next(_ids)
+        self.id = fresh_id()
         self._rows = (batch, output, input_)
         self.is_param = is_param
         self.is_terminal = is_terminal or is_param
@@ -64,9 +57,15 @@ class Shape:
     def make(label: str, *, batch_dims: DimsArg = None, output_dims: DimsArg = None,
              input_dims: DimsArg = None, is_param: bool = False, is_terminal: bool = False,
              solver: Solver | None = None) -> Shape:
-        s = solver or default_solver()
+        s = solver or Solver()
         return Shape(s, label, _row_of(s, batch_dims), _row_of(s, output_dims),
                      _row_of(s, input_dims), is_param=is_param, is_terminal=is_terminal)
+
+    @property
+    def solver(self) -> Solver:
+        """The solver of this shape's component (it changes when components merge)."""
+        self._solver = self._solver.find()
+        return self._solver
 
     def raw_rows(self) -> tuple[Row, Row, Row]:
         return self._rows
@@ -138,6 +137,15 @@ class Shape:
 
     def __repr__(self) -> str:
         return f"Shape({self.label}: {self.describe()})"
+
+
+def join_shapes(*shapes: Shape) -> Solver:
+    """Merge the inference components of these shapes; returns their one solver.
+
+    Example: ``join_shapes(a.shape, b.shape).add([RowEq(...)])``.
+    """
+    first, *rest = shapes
+    return first.solver.join(*(s.solver for s in rest))
 
 
 def show_dims(dims: Sequence[DimTerm]) -> str:

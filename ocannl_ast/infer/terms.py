@@ -154,3 +154,26 @@ def show_shape(batch: Row, input_: Row, output: Row) -> str:
     txt = f"{inp}->{out}" if inp else out
     b = show_row(batch)
     return f"{b}|{txt}" if b else txt
+
+
+def dim_vars(d: DimTerm, out: set[tuple[str, int]]) -> None:
+    """Add the variables of `d` to `out` as ("d", id)."""
+    match d:
+        case Dim():
+            pass
+        case DimVar(id=i):
+            out.add(("d", i))
+        case AffineDim(over=over, conv=conv):
+            dim_vars(over, out)
+            if conv is not None:
+                dim_vars(conv.kernel, out)
+        case _:
+            raise AssertionError(d)
+
+
+def row_vars(r: Row, out: set[tuple[str, int]]) -> None:
+    """Add the variables of `r` to `out`: ("r", id) for its row variable, dims as ("d", id)."""
+    if r.var is not None:
+        out.add(("r", r.var.id))
+    for d in r.beg + r.dims:
+        dim_vars(d, out)

@@ -27,6 +27,7 @@ from .assignments import (
     Seq,
     StaticValue,
 )
+from .ids import fresh_id
 from .loop_ir import (
     Binary,
     BinOp,
@@ -62,9 +63,6 @@ NEUTRAL: dict[BinOp, float] = {
 }
 #: accumulators for which accum(neutral, x) == x, so an injective write can be plain
 PLAIN_WRITE_OK = frozenset({BinOp.ADD, BinOp.MUL, BinOp.MAX, BinOp.MIN, BinOp.ARG2})
-
-_sym_ids = itertools.count(1_000_000)
-
 
 def lower(code: Asgn, name: str, *, static_args: tuple[Symbol, ...] = (),
           precision: Precision = Precision.FLOAT32) -> LoopProgram:
@@ -197,7 +195,7 @@ def _cell_loops(buf: Buffer) -> tuple[list[tuple[Symbol, int]], tuple[IndexExpr,
     stride, terms = 1, []
     for d in reversed(buf.dims):
         if d != 1:  # a size-0 axis: a loop that runs zero times
-            s = Symbol(next(_sym_ids), "c")
+            s = Symbol(fresh_id(), "c")
             loops.append((s, d))
             index.append(IndexExpr(((1, s),), 0))
             terms.append((stride, s))

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..errors import ArgumentError, RuntimeDataError, ShapeError, user_span
 from ..infer.constraints import Origin, RowEq
-from ..infer.shape import DimsArg, Shape
+from ..infer.shape import DimsArg, Shape, join_shapes
 from . import validate
 from .builders import accum
 from .node import BatchList, Init, Tensor, current_record, no_grad
@@ -170,7 +170,7 @@ def node(name: str, scope: str = "", *, slot: str | None = None, output_dims: Di
                              "that slot (lhs, rhs1, rhs2, ...)", user_span())
         other = [rec.result, *rec.operands][k]
         o = Origin(f"slot {slot} of {rec.name}", (shape, other.shape), user_span())
-        shape.solver.add([RowEq(shape.raw_rows()[i], other.shape.raw_rows()[i], o)
+        join_shapes(shape, other.shape).add([RowEq(shape.raw_rows()[i], other.shape.raw_rows()[i], o)
                           for i in range(3)])
         t.slot = k
     return t

@@ -1,0 +1,128 @@
+"""Closing shapes (seed 002): solve every variable of some shapes, leaves upward to their
+least upper bounds (`infer.lub`), interiors down to dimension 1 / no more axes. A parameter
+whose dims nothing determines is a ShapeError naming it.
+
+Input: a solver (its component) and the shapes to close. Output: bindings in the solver.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+from ..errors import ShapeError
+from .constraints import Origin
+from .lub import Bounds, one_bounded_ids
+from .terms import Dim, DimVar, Row, RowVar, dim_vars
+
+if TYPE_CHECKING:
+    from .solver import Solver
+
+
+class ClosableShape(Protocol):
+    """What closing needs to know about a tensor's shape."""
+
+    label: str
+    is_param: bool
+    is_terminal: bool
+
+    def raw_rows(self) -> tuple[Row, Row, Row]:
+        """batch, output, input rows as terms (unsubstituted is fine)."""
+        ...
+
+
+RowOccs = dict[int, list[tuple[ClosableShape, int]]]  #: row var -> (shape, row index)
+DimOccs = dict[int, list[ClosableShape]]  #: dim var -> shapes
+
+
+def close(s: Solver, shapes: list[ClosableShape]) -> None:
+    """Close `shapes` in `s` (run inside `Solver.atomically`)."""
+    for _ in range(10_000):
+        s.run()
+        rows, dims = _unsolved(s, shapes)
+        if not rows and not dims:
+            return
+        if not _close_step(s, shapes, rows, dims):
+            raise ShapeError("internal: closing made no progress")
+    raise ShapeError("shape closing did not terminate")
+
+
+def _unsolved(s: Solver, shapes: list[ClosableShape]) -> tuple[RowOccs, DimOccs]:
+    rows: RowOccs = {}
+    dims: DimOccs = {}
+    for sh in shapes:
+        for kind_ix, r in enumerate(sh.raw_rows()):
+            r = s.subst_row(r)
+            if r.var is not None:
+                if not s.owns(r.var.id):
+                    raise ShapeError(f"internal: shape '{sh.label}' belongs to another "
+                                     "shape component")
+                rows.setdefault(r.var.id, []).append((sh, kind_ix))
+            keys: set[tuple[str, int]] = set()
+            for d in r.beg + r.dims:
+                dim_vars(d, keys)
+            for _, i in keys:
+                dims.setdefault(i, []).append(sh)
+    return rows, dims
+
+
+def _close_step(s: Solver, shapes: list[ClosableShape], rows: RowOccs, dims: DimOccs) -> bool:
+    o = Origin("closing shapes")
+    bounds = Bounds(s)
+    leaf_rows = {v for v, occ in rows.items() if any(sh.is_terminal for sh, _ in occ)}
+    leaf_dims = {v for v, occ in dims.items() if any(sh.is_terminal for sh in occ)}
+    param_out = {v for v, occ in rows.items() if any(sh.is_param and k == 1 for sh, k in occ)}
+    row_lubs = {v: n for v in leaf_rows if (n := bounds.row_lub_len(v)) is not None
+                and (n > 0 or v not in param_out)}
+    if row_lubs:
+        for v, n in sorted(row_lubs.items()):
+            fresh = tuple(s.fresh_dim() for _ in range(n))
+            s.bind_row(RowVar(v), Row.closed(fresh), o)
+        return True
+    dim_lubs = {v: n for v in leaf_dims if (n := bounds.dim_lub(v)) is not None}
+    if dim_lubs:
+        for v, n in sorted(dim_lubs.items()):
+            s.bind_dim(DimVar(v), Dim(n), o)
+        return True
+    interior_rows = sorted(set(rows) - leaf_rows)
+    if interior_rows:
+        for v in interior_rows:
+            s.bind_row(RowVar(v), Row.closed(()), o)
+        return True
+    if leaf_rows:
+        _close_leaf_rows_empty(s, sorted(leaf_rows), rows, o)
+        return True
+    return _close_dims(s, bounds, dims, leaf_dims, o)
+
+
+def _close_leaf_rows_empty(s: Solver, leaf_rows: list[int], rows: RowOccs, o: Origin) -> None:
+    """Leaf rows nothing bounds get no more axes; a parameter's output row must get some."""
+    for v in leaf_rows:
+        for sh, kind_ix in rows[v]:
+            if (sh.is_param and kind_ix == 1
+                    and s.subst_row(sh.raw_rows()[1]).known_len == 0):
+                raise ShapeError(f"parameter '{sh.label}': its output dims are not "
+                                 "determined by any use; pass output_dims",
+                                 getattr(sh, "span", None))
+        s.bind_row(RowVar(v), Row.closed(()), o)
+
+
+def _close_dims(s: Solver, bounds: Bounds, dims: DimOccs, leaf_dims: set[int],
+                o: Origin) -> bool:
+    at_least = bounds.at_least
+    interior_dims = sorted(set(dims) - leaf_dims)
+    if interior_dims:
+        for v in interior_dims:
+            # v <= n means v is 1 or n; a fixed index needing more than 1 forces n
+            n = Bounds(s).dim_lub(v) if at_least.get(v, 1) > 1 else None
+            s.bind_dim(DimVar(v), Dim(n if n is not None else at_least.get(v, 1)), o)
+        return True
+    used = at_least.keys() | one_bounded_ids(s)
+    for v in sorted(leaf_dims):
+        params = [sh for sh in dims[v] if sh.is_param]
+        if params and v not in used:
+            raise ShapeError(f"parameter '{params[0].label}': a dimension is not "
+                             "determined by any use; pass its dims explicitly",
+                             getattr(params[0], "span", None))
+    for v in sorted(dims):
+        s.bind_dim(DimVar(v), Dim(at_least.get(v, 1)), o)
+    return bool(dims)

@@ -1,0 +1,94 @@
+"""Least upper bounds for closing (seed 002): how many axes a leaf row variable takes and
+which size a leaf dim variable takes, read off the pending broadcast inequalities.
+
+Input: a solver between propagation runs. Output: an index built once per closing step
+(pending inequalities grouped by the variable on their smaller side, substituted once), so
+each bound costs the inequalities that mention its variable, not every pending one.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .constraints import DimAtLeast, DimIneq, RowIneq
+from .terms import Dim, DimTerm, DimVar, Row
+
+if TYPE_CHECKING:
+    from .solver import Solver
+
+
+class Bounds:
+    """The pending inequalities of a solver, indexed by the variable they bound from above.
+
+    Valid until the solver binds anything: build a new one after binding.
+    """
+
+    def __init__(self, s: Solver) -> None:
+        self.rows_above: dict[int, list[tuple[Row, Row]]] = {}  #: subr var -> (cur, subr)
+        self.dims_above: dict[int, list[DimTerm]] = {}  #: subr var -> curs
+        self.at_least: dict[int, int] = {}  #: dim var -> positions a fixed index needs
+        for c in s.stuck():
+            match c:
+                case RowIneq():
+                    sub = s.subst_row(c.subr)
+                    if sub.var is not None:
+                        self.rows_above.setdefault(sub.var.id, []).append(
+                            (s.subst_row(c.cur), sub))
+                case DimIneq():
+                    d = s.subst_dim(c.subr)
+                    if isinstance(d, DimVar):
+                        self.dims_above.setdefault(d.id, []).append(s.subst_dim(c.cur))
+                case DimAtLeast():
+                    d = s.subst_dim(c.d)
+                    if isinstance(d, DimVar):
+                        self.at_least[d.id] = max(self.at_least.get(d.id, 1), c.n)
+                case _:
+                    pass
+
+    def row_lub_len(self, v: int, seen: frozenset[int] = frozenset()) -> int | None:
+        """How many axes a leaf row variable takes when closed upward: the fewest its upper
+        bounds allow, through chains of open rows (their known axes count; a row with none
+        and nothing above it sets no bound)."""
+        best: int | None = None
+        for cur, sub in self.rows_above.get(v, ()):
+            if cur.var is None:
+                n = len(cur.dims)
+            elif cur.var.id in seen or cur.var.id == v:
+                continue
+            else:
+                up = self.row_lub_len(cur.var.id, seen | {v})
+                if up is None and cur.known_len == 0:
+                    continue  # an unbounded row above: it will grow to fit, no bound here
+                n = cur.known_len + (up or 0)
+            n -= sub.known_len
+            best = n if best is None else min(best, n)
+        return None if best is None else max(best, 0)
+
+    def dim_lub(self, v: int) -> int | None:
+        """Least upper bound of a dim variable: the dims > 1 reachable upward through the
+        inequalities (v <= w <= 3); two different ones collapse it to 1. Collected over
+        the whole upward graph, so the answer does not depend on the order of the
+        constraints (a visited variable must not hide a bound reachable another way)."""
+        found: set[int] = set()
+        seen = {v}
+        todo = [v]
+        while todo:
+            for cur in self.dims_above.get(todo.pop(), ()):
+                if isinstance(cur, Dim) and cur.size > 1:
+                    found.add(cur.size)
+                elif isinstance(cur, DimVar) and cur.id not in seen:
+                    seen.add(cur.id)
+                    todo.append(cur.id)
+        if not found:
+            return None
+        return found.pop() if len(found) == 1 else 1
+
+
+def one_bounded_ids(s: Solver) -> set[int]:
+    """Unsolved dim variables some use bounds by a size-1 axis: they close to 1."""
+    out: set[int] = set()
+    for v in s.one_bounded.values():
+        d = s.subst_dim(v)
+        if isinstance(d, DimVar):
+            out.add(d.id)
+    return out

@@ -1,0 +1,280 @@
+"""Constraint propagation rules (seed 002): one constraint at a time, against the current
+substitution of a solver: unify equalities, simplify broadcast inequalities, Total_elems,
+fixed-index bounds, and the row-rank cycle check before a row grows.
+
+Input: a constraint popped from `Solver.queue`. Output: bindings and new constraints in the
+solver; False when the constraint is stuck and must wait for its variables.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..errors import ShapeError
+from .constraints import Constraint, DimAtLeast, DimEq, DimIneq, Origin, RowEq, RowIneq, TotalElems
+from .rank_cycles import rank_cycle
+from .terms import AffineDim, Dim, DimTerm, DimVar, Row, RowVar, dim_size, kernel_span, show_dim
+
+if TYPE_CHECKING:
+    from .solver import Solver
+
+MAX_RANK = 64  #: a row longer than this means a row-rank cycle
+
+
+def conflict(origin: Origin, fact: str) -> ShapeError:
+    return ShapeError(f"{origin.describe()}: {fact}", origin.span)
+
+
+def _labels_clash(a: Dim, b: Dim) -> bool:
+    return a.label is not None and b.label is not None and a.label != b.label
+
+
+def process(s: Solver, c: Constraint) -> bool:
+    """Handle one constraint; False means it is stuck and waits for its variables."""
+    match c:
+        case DimEq(a=a, b=b, origin=o):
+            return _dim_eq(s, s.subst_dim(a), s.subst_dim(b), o)
+        case DimIneq(cur=a, subr=b, origin=o):
+            return _dim_ineq(s, s.subst_dim(a), s.subst_dim(b), o)
+        case RowEq(a=a, b=b, origin=o):
+            _row_eq(s, _rank_checked(s, a, o), _rank_checked(s, b, o), o)
+            return True
+        case RowIneq(cur=a, subr=b, origin=o):
+            return _row_ineq(s, _rank_checked(s, a, o), _rank_checked(s, b, o), o)
+        case TotalElems(row=r, n=n, origin=o):
+            return _total_elems(s, s.subst_row(r), n, o)
+        case DimAtLeast(d=d, n=n, origin=o):
+            return _dim_at_least(s.subst_dim(d), n, o)
+        case _:
+            raise AssertionError(c)
+
+
+def _rank_checked(s: Solver, r: Row, o: Origin) -> Row:
+    """The substituted row; one longer than MAX_RANK can only come from a row-rank cycle
+    (rows that must each have more axes than the other), which would grow forever."""
+    r = s.subst_row(r)
+    if r.known_len > MAX_RANK:
+        raise conflict(o, f"row-rank cycle: a row grew beyond {MAX_RANK} axes")
+    return r
+
+
+def _dim_at_least(d: DimTerm, n: int, o: Origin) -> bool:
+    """A fixed index `n - 1` reads or writes this axis: it needs at least n positions."""
+    if isinstance(d, DimVar):
+        return False
+    size = dim_size(d)
+    if size is None:
+        return True  # an affine dim: its size is checked by the projections
+    if size < n:
+        raise conflict(o, f"fixed index {n - 1} is out of range for dimension {size}")
+    return True
+
+
+def _dim_eq(s: Solver, a: DimTerm, b: DimTerm, o: Origin) -> bool:
+    if a == b:
+        return True
+    if isinstance(a, DimVar):
+        s.bind_dim(a, b, o)
+        return True
+    if isinstance(b, DimVar):
+        s.bind_dim(b, a, o)
+        return True
+    if isinstance(a, Dim) and isinstance(b, Dim):
+        if _labels_clash(a, b):
+            raise conflict(o, f"basis clash: {show_dim(a)} vs {show_dim(b)}")
+        if a.size != b.size:
+            raise conflict(o, f"dimension mismatch: {a.size} vs {b.size}")
+        return True
+    if isinstance(a, AffineDim) and isinstance(b, Dim):
+        return _affine_eq(s, a, b.size, o)
+    if isinstance(b, AffineDim) and isinstance(a, Dim):
+        return _affine_eq(s, b, a.size, o)
+    assert isinstance(a, AffineDim) and isinstance(b, AffineDim)
+    if (a.stride, a.conv is None) == (b.stride, b.conv is None) and a.conv is None:
+        s.queue.append(DimEq(a.over, b.over, o))
+        return True
+    return False
+
+
+def _affine_eq(s: Solver, a: AffineDim, size: int, o: Origin) -> bool:
+    if a.conv is None or a.conv.use_padding:
+        if size % a.stride:
+            raise conflict(o, f"size {size} is not a multiple of the stride {a.stride}")
+        s.queue.append(DimEq(a.over, Dim(size // a.stride), o))
+        return True
+    k = dim_size(a.conv.kernel)
+    if k is None:
+        return False
+    span = kernel_span(k, a.conv.dilation)
+    rest = size - a.offset - span
+    if rest < 0 or rest % a.stride:
+        raise conflict(o, f"axis size {size} does not fit the affine index "
+                       f"{show_dim(a)}: it needs {a.stride}*(o-1) + offset {a.offset} + "
+                       f"kernel span {span} == {size} for a whole number of outputs o >= 1")
+    s.queue.append(DimEq(a.over, Dim(rest // a.stride + 1), o))
+    return True
+
+
+def _dim_ineq(s: Solver, cur: DimTerm, subr: DimTerm, o: Origin) -> bool:
+    if isinstance(subr, Dim) and subr.size == 1 and isinstance(cur, DimVar):
+        s.put(s.one_bounded, cur.id, cur)
+        return True
+    if isinstance(subr, Dim) and subr.size == 1 or cur == subr:
+        return True
+    if isinstance(cur, Dim) and isinstance(subr, Dim):
+        if _labels_clash(cur, subr):
+            raise conflict(o, f"basis clash: {show_dim(cur)} vs {show_dim(subr)}")
+        if cur.size != subr.size:
+            raise conflict(o, f"cannot broadcast dimension {subr.size} to {cur.size}")
+        return True
+    if isinstance(cur, Dim):
+        if cur.size == 1:
+            s.queue.append(DimEq(subr, cur, o))
+            return True
+        return False
+    if isinstance(subr, Dim):
+        s.queue.append(DimEq(cur, subr, o))
+        return True
+    return False
+
+
+def _row_eq(s: Solver, a: Row, b: Row, o: Origin) -> None:
+    if a.var is None and b.var is None:
+        if len(a.dims) != len(b.dims):
+            raise conflict(o, f"rank mismatch: {len(a.dims)} vs {len(b.dims)} axes")
+        s.queue.extend(DimEq(x, y, o) for x, y in zip(a.dims, b.dims, strict=True))
+        return
+    if a.var is None:
+        a, b = b, a
+    if b.var is None:
+        assert a.var is not None
+        _row_eq_closed(s, a, a.var, b.dims, o)
+        return
+    _row_eq_open(s, a, b, o)
+
+
+def _row_eq_closed(s: Solver, a: Row, var: RowVar, dims: tuple[DimTerm, ...], o: Origin) -> None:
+    nb, ne = len(a.beg), len(a.dims)
+    if len(dims) < nb + ne:
+        raise conflict(o, f"rank mismatch: at least {nb + ne} axes vs {len(dims)}")
+    s.queue.extend(DimEq(x, y, o) for x, y in zip(a.beg, dims[:nb], strict=True))
+    tail = dims[len(dims) - ne:]
+    s.queue.extend(DimEq(x, y, o) for x, y in zip(a.dims, tail, strict=True))
+    s.bind_row(var, Row.closed(dims[nb:len(dims) - ne]), o)
+
+
+def _row_eq_open(s: Solver, a: Row, b: Row, o: Origin) -> None:
+    assert a.var is not None and b.var is not None
+    nb = min(len(a.beg), len(b.beg))
+    ne = min(len(a.dims), len(b.dims))
+    s.queue.extend(DimEq(x, y, o) for x, y in zip(a.beg[:nb], b.beg[:nb], strict=True))
+    if ne:
+        s.queue.extend(DimEq(x, y, o) for x, y in zip(a.dims[-ne:], b.dims[-ne:], strict=True))
+    eb1, eb2 = a.beg[nb:], b.beg[nb:]
+    ed1, ed2 = a.dims[:len(a.dims) - ne], b.dims[:len(b.dims) - ne]
+    if a.var.id == b.var.id:
+        if eb1 or eb2 or ed1 or ed2:
+            raise conflict(o, "row-rank cycle: a row equated with itself plus more axes")
+        return
+    if not (eb1 or eb2 or ed1 or ed2):
+        s.bind_row(a.var, Row.open(b.var), o)
+        return
+    w = s.fresh_row()
+    s.bind_row(a.var, Row.open(w, eb2, ed2), o)
+    s.bind_row(b.var, Row.open(w, eb1, ed1), o)
+
+
+def _row_ineq(s: Solver, cur: Row, subr: Row, o: Origin) -> bool:
+    need = subr.known_len
+    if cur.var is None and len(cur.dims) < need:
+        raise conflict(o, f"cannot broadcast {need} axes into {len(cur.dims)} axes")
+    if cur.var is not None and cur.known_len < need:
+        _check_rank_cycle(s, RowIneq(cur, subr, o), cur, subr)
+        extra = tuple(s.fresh_dim() for _ in range(need - cur.known_len))
+        s.bind_row(cur.var, Row.open(s.fresh_row(), (), extra), o)
+        s.queue.append(RowIneq(cur, subr, o))
+        return True
+    k = min(len(cur.dims), len(subr.dims))
+    for j in range(1, k + 1):
+        s.queue.append(DimIneq(cur.dims[-j], subr.dims[-j], o))
+    rest_cur = Row(cur.beg, cur.var, cur.dims[:len(cur.dims) - k])
+    rest_sub = Row(subr.beg, subr.var, subr.dims[:len(subr.dims) - k])
+    if rest_sub.var is None and not rest_sub.dims:
+        return True
+    if rest_sub.var is not None and rest_cur.var == rest_sub.var and rest_sub.known_len == 0:
+        return True
+    if k == 0:
+        return False
+    s.stash(RowIneq(rest_cur, rest_sub, o))
+    return True
+
+
+def _check_rank_cycle(s: Solver, c: RowIneq, cur: Row, subr: Row) -> None:
+    """Before growing `cur` to fit `subr`: a ShapeError naming the inequalities if they
+    and pending ones ask a row for more axes than itself (growing would never end)."""
+    if subr.var is None:
+        return
+    assert cur.var is not None
+    cycle = rank_cycle((c, cur, subr), _pending_above(s, cur.var.id))
+    if cycle is None:
+        return
+    steps = "\n".join(f"  - {x.origin.describe()}"
+                      + (f" at {x.origin.span}" if x.origin.span else "") for x in cycle)
+    raise conflict(c.origin, f"row-rank cycle: these {len(cycle)} broadcasts each need a "
+                   f"row with more axes than the next, around a cycle:\n{steps}")
+
+
+Pending = tuple[RowIneq, Row, Row]  #: an inequality with its substituted cur and subr
+
+
+def _pending_above(s: Solver, start: int) -> list[Pending]:
+    """The pending row inequalities reachable upward from row variable `start` (subr's
+    variable to cur's), found through the watch index, in the order of the pending list
+    (stuck oldest first, then queued): `rank_cycle` needs no others."""
+    queued: list[Pending] = []
+    queued_from: dict[int, list[Pending]] = {}
+    for p in s.queue:
+        if isinstance(p, RowIneq):
+            sub = s.subst_row(p.subr)
+            if sub.var is not None:
+                queued.append((p, s.subst_row(p.cur), sub))
+                queued_from.setdefault(sub.var.id, []).append(queued[-1])
+    stuck: dict[int, Pending] = {}
+    seen, todo = {start}, [start]
+    while todo:
+        a = todo.pop()
+        ups = list(queued_from.get(a, ()))
+        for cid, p in s.stuck_watching(("r", a)):
+            if isinstance(p, RowIneq) and cid not in stuck:
+                sub = s.subst_row(p.subr)
+                if sub.var is not None and sub.var.id == a:
+                    stuck[cid] = (p, s.subst_row(p.cur), sub)
+                    ups.append(stuck[cid])
+        for _, cur, _ in ups:
+            if cur.var is not None and cur.var.id not in seen:
+                seen.add(cur.var.id)
+                todo.append(cur.var.id)
+    reached = [q for q in queued if q[2].var is not None and q[2].var.id in seen]
+    return [stuck[k] for k in sorted(stuck)] + reached
+
+
+def _total_elems(s: Solver, row: Row, n: int, o: Origin) -> bool:
+    if row.var is not None:
+        return False
+    prod, unknown = 1, []
+    for d in row.dims:
+        size = dim_size(d)
+        if size is None:
+            unknown.append(d)
+        else:
+            prod *= size
+    if not unknown:
+        if prod != n:
+            raise conflict(o, f"row has {prod} elements, expected {n}")
+        return True
+    if len(unknown) == 1 and isinstance(unknown[0], DimVar):
+        if prod == 0 or n % prod:
+            raise conflict(o, f"{n} elements do not divide into axes of product {prod}")
+        s.bind_dim(unknown[0], Dim(n // prod), o)
+        return True
+    return False

@@ -1,0 +1,182 @@
+"""Operation logics (seed 002 `Shape.logic`) and their row relations: the ONE table both
+shape inference (`infer.logic.shape_constraints`) and projection derivation
+(`infer.projections`) read (seed 000: projections re-read the constraints of the shapes).
+
+A relation names rows by tensor slot (0 the result, k >= 1 the k-th operand) and kind.
+Shape inference reads `RowBroadcast` as a broadcast inequality and `RowSame` as an
+equality; projections read them as "iterate together" (a size-1 broadcast axis fixed at 0).
+A new logic gets one entry in `row_relations`; a logic missing there fails in both.
+
+Input: a Logic and its operand count. Output: the relations, in a fixed order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import assert_never
+
+from ..errors import ShapeError
+from ..lowering.loop_ir import Symbol
+from .spec_ast import EinsumSpec
+from .spec_parser import parse_spec
+from .terms import Kind
+
+
+@dataclass(frozen=True, slots=True)
+class Pointwise:
+    """NumPy-style broadcast of every operand into the result (unary or n-ary)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Compose:
+    """Outputs of the second operand meet inputs of the first (`a @ b`, matmul generalised)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Transpose:
+    """Swap inputs and outputs of the single operand; batch axes kept."""
+
+
+@dataclass(frozen=True, slots=True)
+class Einsum:
+    """Axes lined up by an einsum spec: equalities, no broadcasting (affine axes included)."""
+
+    spec: EinsumSpec
+
+
+@dataclass(frozen=True, slots=True)
+class BatchSlice:
+    """Drop the leading batch axis, read at a runtime index (a routine's static argument)."""
+
+    symbol: Symbol
+
+
+@dataclass(frozen=True, slots=True)
+class Terminal:
+    """A leaf: the shape comes from its creation (data, parameter dims)."""
+
+
+Logic = Pointwise | Compose | Transpose | Einsum | BatchSlice | Terminal
+
+
+@dataclass(frozen=True, slots=True)
+class RowRef:
+    """Row `kind` of tensor slot `slot` (0 the result, k the k-th operand)."""
+
+    slot: int
+    kind: Kind
+
+
+@dataclass(frozen=True, slots=True)
+class RowBroadcast:
+    """`cur >= sub`: sub broadcasts into cur (aligned from the right)."""
+
+    cur: RowRef
+    sub: RowRef
+
+
+@dataclass(frozen=True, slots=True)
+class RowSame:
+    """The two rows are equal, axis for axis."""
+
+    a: RowRef
+    b: RowRef
+
+
+@dataclass(frozen=True, slots=True)
+class DropLeadingAxis:
+    """`row` is `whole` without its first axis, which is read at the runtime `symbol`."""
+
+    row: RowRef
+    whole: RowRef
+    symbol: Symbol
+
+
+@dataclass(frozen=True, slots=True)
+class SpecRows:
+    """Every row of every slot matches its row in the einsum spec (labels, `...` row
+    variables, fixed indices, affine/convolution axes)."""
+
+    spec: EinsumSpec
+
+
+Relation = RowBroadcast | RowSame | DropLeadingAxis | SpecRows
+
+_B, _O, _I = Kind.BATCH, Kind.OUTPUT, Kind.INPUT
+
+
+def _ge(cur: int, ck: Kind, sub: int, sk: Kind) -> RowBroadcast:
+    return RowBroadcast(RowRef(cur, ck), RowRef(sub, sk))
+
+
+def row_relations(logic: Logic, n_operands: int) -> tuple[Relation, ...]:
+    """The row relations of an operation with this logic and number of operands.
+
+    Example: ``row_relations(Transpose(), 1)`` relates the result's inputs to the operand's
+    outputs and vice versa.
+    """
+    match logic:
+        case Pointwise():
+            return tuple(_ge(0, k, a, k) for a in range(1, n_operands + 1) for k in (_B, _O, _I))
+        case Compose():
+            _arity(logic, n_operands, 2)
+            return (_ge(0, _B, 1, _B), _ge(0, _B, 2, _B), _ge(0, _I, 2, _I), _ge(0, _O, 1, _O),
+                    _ge(1, _I, 2, _O))
+        case Transpose():
+            _arity(logic, n_operands, 1)
+            return _ge(0, _B, 1, _B), _ge(0, _I, 1, _O), _ge(0, _O, 1, _I)
+        case Einsum(spec=spec):
+            return (SpecRows(spec),)
+        case BatchSlice(symbol=sym):
+            _arity(logic, n_operands, 1)
+            return (DropLeadingAxis(RowRef(0, _B), RowRef(1, _B), sym),
+                    RowSame(RowRef(0, _O), RowRef(1, _O)), RowSame(RowRef(0, _I), RowRef(1, _I)))
+        case Terminal():
+            return ()
+        case _:
+            assert_never(logic)  # a logic missing from this table: both consumers fail
+
+
+def _arity(logic: Logic, n_operands: int, n: int) -> None:
+    if n_operands != n:
+        raise ShapeError(f"{logic_name(logic)} takes {n} operand(s), got {n_operands}")
+
+
+def logic_of_string(text: str) -> Logic:
+    """`"."` pointwise, `"@"` compose, `"T"` transpose, anything else an einsum spec.
+
+    Example: ``logic_of_string("ij;jk=>ik")``.
+    """
+    match text:
+        case ".":
+            return Pointwise()
+        case "@":
+            return Compose()
+        case "T":
+            return Transpose()
+        case _:
+            return Einsum(parse_spec(text))
+
+
+def logic_name(logic: Logic) -> str:
+    match logic:
+        case Pointwise():
+            return "pointwise"
+        case Compose():
+            return "compose"
+        case Transpose():
+            return "transpose"
+        case Einsum(spec=spec):
+            return f'einsum "{spec.text}"'
+        case BatchSlice():
+            return "batch_slice"
+        case Terminal():
+            return "terminal"
+        case _:
+            return type(logic).__name__  # a name for messages only
+
+
+def row_var_key(name: str, kind: Kind) -> str:
+    """As in OCANNL, the ellipsis `...` is a different row variable in each row kind (batch,
+    input, output); a named `..v..` is one variable wherever it appears."""
+    return f"...{kind.value}" if name == "..." else name
