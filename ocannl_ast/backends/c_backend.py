@@ -68,6 +68,10 @@ _OPS: dict[UnOp | BinOp | TernOp, _Spelling] = {
     UnOp.IDENTITY: _Spelling("{0}"),
     UnOp.NEG: _Spelling("(-{0})"),
     UnOp.RELU: _Spelling("ocannl_max_{p}({0}, {z})", "max"),  # NaN propagates, as np.maximum
+    UnOp.SAT01: _Spelling("ocannl_sat01_{p}({0})", "sat01"),
+    UnOp.EXP2: _Spelling("exp2{f}({0})"),
+    UnOp.LOG2: _Spelling("log2{f}({0})"),
+    UnOp.RECIP_SQRT: _Spelling("({o} / sqrt{f}({0}))"),
     UnOp.EXP: _Spelling("exp{f}({0})"),
     UnOp.LOG: _Spelling("log{f}({0})"),
     UnOp.TANH: _Spelling("tanh{f}({0})"),
@@ -91,6 +95,9 @@ _OPS: dict[UnOp | BinOp | TernOp, _Spelling] = {
     BinOp.ARG1: _Spelling("{0}"),
     BinOp.ARG2: _Spelling("{1}"),
     BinOp.RELU_GATE: _Spelling("({0} > {z} ? {1} : {z})"),
+    BinOp.SAT01_GATE: _Spelling("ocannl_sat01_gate_{p}({0}, {1})", "sat01_gate"),
+    BinOp.OR: _Spelling("(({T})({0} != {z} || {1} != {z}))"),
+    BinOp.AND: _Spelling("(({T})({0} != {z} && {1} != {z}))"),
     TernOp.WHERE: _Spelling("({0} != {z} ? {1} : {2})"),
     TernOp.FMA: _Spelling("fma{f}({0}, {1}, {2})"),
 }
@@ -101,6 +108,10 @@ _HELPERS: dict[str, str] = {
     "{{ return (a > b || a != a) ? a : b; }}",
     "min": "static inline {T} ocannl_min_{p}({T} a, {T} b) "
     "{{ return (a < b || a != a) ? a : b; }}",
+    "sat01": "static inline {T} ocannl_sat01_{p}({T} x) "
+    "{{ return x != x ? x : (x < {z} ? {z} : (x > {o} ? {o} : x)); }}",
+    "sat01_gate": "static inline {T} ocannl_sat01_gate_{p}({T} a, {T} b) "
+    "{{ return (a > {z} && a < {o}) ? b : {z}; }}",
     "sign": "static inline {T} ocannl_sign_{p}({T} x) "
     "{{ return x != x ? x : ({T})((x > {z}) - (x < {z})); }}",
 }

@@ -9,13 +9,11 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-#: Binary operators that can follow "=" or "=:" in an OCANNL accumulation operator.
-_ACCUM_SYMBOLS = ("+", "-", "*", "/", "**", "?/", "?^", "||", "&&", "@^", "@-", "^^^^")
+from ocannl_ast import vocabulary
 
-#: Every accumulation operator string `accum(v, OP, e)` accepts ("=:" alone is assignment).
-ACCUM_OPS: frozenset[str] = frozenset(
-    {"=:"} | {f"={s}" for s in _ACCUM_SYMBOLS} | {f"=:{s}" for s in _ACCUM_SYMBOLS}
-)
+#: Every accumulation operator string `accum(v, OP, e)` accepts ("=:" alone is assignment);
+#: the same table the builders build from (`ocannl_ast.vocabulary`).
+ACCUM_OPS: frozenset[str] = frozenset(vocabulary.ACCUM_OPS)
 
 #: @cd reducers around a whole right-hand side: `v[...] = sum(e)` is `v =:+ e`.
 REDUCER_ACCUM: dict[str, str] = {"sum": "=:+", "prod": "=:*", "max": "=:@^", "min": "=:@-"}
@@ -23,16 +21,10 @@ REDUCER_ACCUM: dict[str, str] = {"sum": "=:+", "prod": "=:*", "max": "=:@^", "mi
 #: Reducers a named-index definition may use in @op, and the builder each one calls.
 OP_REDUCER_BUILDER: dict[str, str] = {"sum": "einsum", "max": "einsum_max"}
 
-#: Primitives callable by name in @cd, by arity (OCANNL's `Ir.Ops` vocabulary).
-UNARY_PRIMS: frozenset[str] = frozenset(
-    {"id", "relu", "sat01", "exp", "log", "exp2", "log2", "sin", "cos", "sqrt", "recip",
-     "recip_sqrt", "neg", "tanh"}
-)
-BINARY_PRIMS: frozenset[str] = frozenset(
-    {"add", "sub", "mul", "div", "pow", "fst", "snd", "relu_gate", "sat01_gate", "lt", "eq",
-     "ne", "or_", "and_", "mod_", "max", "min", "threefry4x32"}
-)
-TERNARY_PRIMS: frozenset[str] = frozenset({"where", "fma"})
+#: Primitives callable by name in @cd, by arity (OCANNL's `Ir.Ops` vocabulary, as built).
+UNARY_PRIMS: frozenset[str] = frozenset(vocabulary.UNARY)
+BINARY_PRIMS: frozenset[str] = frozenset(vocabulary.BINARY)
+TERNARY_PRIMS: frozenset[str] = frozenset(vocabulary.TERNARY)
 
 #: Functions whose positional arguments are tensors in @op (numeric displays there are literals).
 TENSOR_FUNCTIONS: frozenset[str] = (

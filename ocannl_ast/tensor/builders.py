@@ -9,27 +9,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .. import vocabulary
 from ..errors import ArgumentError, DslSyntaxError, ShapeError, user_span
 from ..infer.constraints import Origin
 from ..infer.logic import Logic, Pointwise, logic_name, logic_of_string, shape_constraints
 from ..lowering import assignments as A
-from ..lowering.loop_ir import BinOp, TernOp, UnOp
+from ..vocabulary import BinOp, TernOp, UnOp
 from .code import AccumItem, Code, NodeRef, OpRecord, concat
 from .tensor import Tensor, current_record, forward_code
 
-#: accumulation operator -> (accumulator, initialize_neutral)
-ACCUM_OPS: dict[str, tuple[BinOp, bool]] = {
-    "=:": (BinOp.ARG2, True), "=+": (BinOp.ADD, False), "=-": (BinOp.SUB, False),
-    "=*": (BinOp.MUL, False), "=/": (BinOp.DIV, False), "=**": (BinOp.POW, False),
-    "=:+": (BinOp.ADD, True), "=:-": (BinOp.SUB, True), "=:*": (BinOp.MUL, True),
-    "=:/": (BinOp.DIV, True), "=:**": (BinOp.POW, True), "=:@^": (BinOp.MAX, True),
-    "=:@-": (BinOp.MIN, True), "=@^": (BinOp.MAX, False), "=@-": (BinOp.MIN, False),
-}
-
-PRIMS: dict[str, UnOp | BinOp | TernOp] = {
-    **{op.value: op for op in UnOp}, **{op.value: op for op in BinOp},
-    **{op.value: op for op in TernOp}, "id": UnOp.IDENTITY,
-}
+#: accumulation operator -> (accumulator, initialize_neutral); primitive spellings
+ACCUM_OPS = vocabulary.ACCUM_OPS
+PRIMS = vocabulary.PRIMS
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +37,7 @@ def prim(name: str, *args: Any) -> PrimCall:
     if op is None:
         raise DslSyntaxError(f"unknown primitive '{name}' (known: {', '.join(sorted(PRIMS))})",
                              user_span())
-    arity = 1 if isinstance(op, UnOp) else 2 if isinstance(op, BinOp) else 3
+    arity = vocabulary.arity(op)
     if len(args) != arity:
         raise DslSyntaxError(f"primitive '{name}' takes {arity} argument(s), got {len(args)}",
                              user_span())

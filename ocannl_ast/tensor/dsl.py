@@ -69,11 +69,8 @@ def accum(target: Any, op: str, rhs: Any, **kwargs: Any) -> Code:
     return builders.accum(target, op, rhs, **kwargs)
 
 
-_ALIASES = {"fst": "arg1", "snd": "arg2"}
-
-
 def prim(name: str, *args: Any) -> builders.PrimCall:
-    return builders.prim(_ALIASES.get(name, name), *args)
+    return builders.prim(name, *args)
 
 
 grad_of = builders.grad_of

@@ -6,5 +6,5 @@ def explicit(v, a, b, p):
     __oc_code.add(__oc__.accum(v, "=:@^", __oc__.prim("add", a, b), logic="...|i=>...|i"))
     __oc_code.add(__oc__.accum(__oc__.grad_of(p), "=+", __oc__.prim("mul", a, b)))
     __oc_code.add(__oc__.accum(tmp, "=:", __oc__.prim("relu", a)))
-    __oc_code.add(__oc__.accum(v, "=^^^^", __oc__.prim("threefry4x32", a, b)))
+    __oc_code.add(__oc__.accum(v, "=:||", __oc__.prim("or_", a, b)))
     return __oc_code.result()
