@@ -43,6 +43,8 @@ FIELD_ALIASES: dict[str, str] = {
 
 #: Name of the builder namespace global and of the @cd code collector local.
 OC = "__oc__"
+#: Name of the per-function span table global (`span=__oc_spans__[k]` on builder calls).
+SPANS = "__oc_spans__"
 CODE = "__oc_code"
 
 
@@ -60,12 +62,17 @@ class CodeCollector(Protocol):
 
 
 class Builders(Protocol):
-    """The namespace bound to `__oc__` (signatures exactly as rewritten code calls them)."""
+    """The namespace bound to `__oc__` (signatures exactly as rewritten code calls them).
 
-    def param(self, name: str, scope: str, **fields: Any) -> Any:
+    The calls named in `transform_base.SPANNED_BUILDERS` also get `span=`: the user's
+    source span of the statement (or declaration) they build, or None for the library's
+    own dialect functions; errors raised while building carry it.
+    """
+
+    def param(self, name: str, scope: str, *, span: Any = None, **fields: Any) -> Any:
         """@op `{w := init, o := [h], ...}`: fields init/output_dims/input_dims/batch_dims/..."""
 
-    def node(self, name: str, scope: str, **fields: Any) -> Any:
+    def node(self, name: str, scope: str, *, span: Any = None, **fields: Any) -> Any:
         """@cd `{x}[...]`: a non-differentiable node; fields incl. `slot="rhs1"` by naming."""
 
     def literal(self, values: Any) -> Any:
@@ -74,19 +81,20 @@ class Builders(Protocol):
     def batch(self, values: Any) -> Any:
         """Marks a batch axis inside a literal (`batch([...])` in the dialect)."""
 
-    def einsum(self, spec: str, *operands: Any) -> Any:
+    def einsum(self, spec: str, *operands: Any, span: Any = None) -> Any:
         """Named-index definition with `sum[...]` or no reducer (any arity)."""
 
-    def einsum_max(self, spec: str, *operands: Any) -> Any:
+    def einsum_max(self, spec: str, *operands: Any, span: Any = None) -> Any:
         """Named-index definition with `max[...]` (one operand, or two added: tropical)."""
 
-    def concat(self, spec: str, *operands: Any) -> Any:
+    def concat(self, spec: str, *operands: Any, span: Any = None) -> Any:
         """Named-index definition `y[a ^ b] = (x[a], z[b])`."""
 
     def code_collector(self) -> CodeCollector:
         """The prologue of every @cd function."""
 
-    def accum(self, target: Any, op: str, rhs: Any, **kwargs: Any) -> Any:
+    def accum(self, target: Any, op: str, rhs: Any, *, span: Any = None,
+              **kwargs: Any) -> Any:
         """One assignment; kwargs are `logic=` and/or `projections=` when given."""
 
     def prim(self, name: str, *args: Any) -> Any:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import vocabulary
-from ..errors import ArgumentError, DslSyntaxError, ShapeError, user_span
+from ..errors import ArgumentError, DslSyntaxError, ShapeError, SpecError, user_span
 from ..infer.constraints import Origin
 from ..infer.logic import Logic, Pointwise, logic_name, logic_of_string, shape_constraints
 from ..lowering import assignments as A
@@ -114,7 +114,10 @@ def _producer_record(target: NodeRef, refs: list[NodeRef], rhs: PrimCall, logic:
                      op: str) -> OpRecord:
     """A standalone assignment contributes its own constraints (seed 000, producer regime)."""
     span = user_span()
-    lg: Logic = logic_of_string(logic) if logic is not None else Pointwise()
+    try:
+        lg: Logic = logic_of_string(logic) if logic is not None else Pointwise()
+    except SpecError as e:
+        raise e.with_span(span) from None
     operands = [r.tensor for r in refs]
     name = f"assignment {op}"
     shapes = [target.tensor.shape, *[t.shape for t in operands]]
