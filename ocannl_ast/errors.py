@@ -4,11 +4,14 @@ that built the failing operation, and prints that line with a caret under the co
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import itertools
 import linecache
 import os
 import sys
 import types
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 
@@ -62,12 +65,35 @@ def _is_user(fname: str, skip_lib: bool) -> bool:
     return not (skip_lib and absf.startswith(_LIB_DIR)) and "importlib" not in fname
 
 
+#: The span a rewritten @op/@cd statement passed explicitly to the builder running now.
+_EXPLICIT: contextvars.ContextVar[Span | None] = contextvars.ContextVar("span", default=None)
+
+
+@contextlib.contextmanager
+def at(span: Span | None) -> Iterator[None]:
+    """Builders run a rewritten statement's work under `with at(span):` so that every error
+    inside reports that statement (None: no explicit span, keep what is active)."""
+    if span is None:
+        yield
+        return
+    token = _EXPLICIT.set(span)
+    try:
+        yield
+    finally:
+        _EXPLICIT.reset(token)
+
+
 def user_span(skip_lib: bool = True) -> Span | None:
-    """The innermost stack frame outside this library: the user expression building an
-    operation (file, line, the column where the call or operator starts, its text).
+    """Where the user's code is building the failing operation: the span a rewritten
+    statement passed explicitly (see `at`), else the one frame-position lookup for plain
+    calls: the innermost stack frame outside this library (file, line, the column where the
+    call or operator starts, its text).
 
     Example: ``user_span()`` called from library code returns the caller's file and line.
     """
+    explicit = _EXPLICIT.get()
+    if explicit is not None:
+        return explicit
     frame: types.FrameType | None = sys._getframe(1)
     while frame is not None:
         if _is_user(frame.f_code.co_filename, skip_lib):

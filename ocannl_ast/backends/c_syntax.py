@@ -45,6 +45,10 @@ OPS: dict[UnOp | BinOp | TernOp, Spelling] = {
     UnOp.RECIP: Spelling("({o} / {0})"),
     UnOp.NOT: Spelling("(({T})({0} == {z}))"),
     UnOp.SIGN: Spelling("ocannl_sign_{p}({0})", "sign"),
+    UnOp.SAT01: Spelling("ocannl_sat01_{p}({0})", "sat01"),
+    UnOp.EXP2: Spelling("exp2{f}({0})"),
+    UnOp.LOG2: Spelling("log2{f}({0})"),
+    UnOp.RECIP_SQRT: Spelling("({o} / sqrt{f}({0}))"),
     BinOp.ADD: Spelling("({0} + {1})"),
     BinOp.SUB: Spelling("({0} - {1})"),
     BinOp.MUL: Spelling("({0} * {1})"),
@@ -59,6 +63,9 @@ OPS: dict[UnOp | BinOp | TernOp, Spelling] = {
     BinOp.ARG1: Spelling("{0}"),
     BinOp.ARG2: Spelling("{1}"),
     BinOp.RELU_GATE: Spelling("ocannl_select_{p}({0} > {z}, {1}, {z})", "select"),
+    BinOp.SAT01_GATE: Spelling("ocannl_sat01_gate_{p}({0}, {1})", "sat01_gate"),
+    BinOp.OR: Spelling("(({T})(({0} != {z}) | ({1} != {z})))"),  # no short-circuit branch
+    BinOp.AND: Spelling("(({T})(({0} != {z}) & ({1} != {z})))"),
     TernOp.WHERE: Spelling("ocannl_select_{p}({0} != {z}, {1}, {2})", "select"),
     TernOp.FMA: Spelling("fma{f}({0}, {1}, {2})"),
 }
@@ -87,9 +94,14 @@ HELPERS: dict[str, str] = {
     "{{ return ocannl_select_{p}((a < b) | (a != a), a, b); }}",
     "sign": "{Q} {T} ocannl_sign_{p}({T} x) "
     "{{ return ocannl_select_{p}(x != x, x, ({T})((x > {z}) - (x < {z}))); }}",
+    "sat01": "{Q} {T} ocannl_sat01_{p}({T} x) {{ return ocannl_select_{p}(x < {z}, {z}, "
+    "ocannl_select_{p}(x > {o}, {o}, x)); }}",  # NaN compares false both ways: stays NaN
+    "sat01_gate": "{Q} {T} ocannl_sat01_gate_{p}({T} a, {T} b) "
+    "{{ return ocannl_select_{p}((a > {z}) & (a < {o}), b, {z}); }}",
 }
 HELPER_DEPS: dict[str, tuple[str, ...]] = {"max": ("select",), "min": ("select",),
-                                            "sign": ("select",)}
+                                            "sign": ("select",), "sat01": ("select",),
+                                            "sat01_gate": ("select",)}
 
 C_KEYWORDS = frozenset((
     "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else",

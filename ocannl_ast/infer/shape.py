@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..errors import ShapeError, user_span
+from ..errors import ShapeError, Span, user_span
 from ..lowering.ids import fresh_id
 from .solver import Solver
 from .terms import Dim, DimTerm, Kind, Row, dim_size, show_dim, show_row
@@ -43,23 +43,25 @@ class Shape:
     """
 
     def __init__(self, solver: Solver, label: str, batch: Row, output: Row, input_: Row,
-                 *, is_param: bool = False, is_terminal: bool = False) -> None:
+                 *, is_param: bool = False, is_terminal: bool = False,
+                 span: Span | None = None) -> None:
         self._solver = solver
         self.label = label
         self.id = fresh_id()
         self._rows = (batch, output, input_)
         self.is_param = is_param
         self.is_terminal = is_terminal or is_param
-        #: where a parameter was created: closing errors about it point there
-        self.span = user_span() if is_param else None
+        #: where a parameter was created (given by the caller): closing errors point there
+        self.span = span
 
     @staticmethod
     def make(label: str, *, batch_dims: DimsArg = None, output_dims: DimsArg = None,
              input_dims: DimsArg = None, is_param: bool = False, is_terminal: bool = False,
-             solver: Solver | None = None) -> Shape:
+             solver: Solver | None = None, span: Span | None = None) -> Shape:
         s = solver or Solver()
         return Shape(s, label, _row_of(s, batch_dims), _row_of(s, output_dims),
-                     _row_of(s, input_dims), is_param=is_param, is_terminal=is_terminal)
+                     _row_of(s, input_dims), is_param=is_param, is_terminal=is_terminal,
+                     span=span)
 
     @property
     def solver(self) -> Solver:

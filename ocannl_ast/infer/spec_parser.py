@@ -7,11 +7,9 @@ Output: `EinsumSpec` / `ShapeSpec`; malformed text raises `SpecError` with the 0
 from __future__ import annotations
 
 import functools
-import os
-import sys
 from typing import NamedTuple, NoReturn
 
-from ocannl_ast.errors import SpecError, user_span
+from ocannl_ast.errors import SpecError
 from ocannl_ast.infer.spec_ast import (
     Affine,
     AxisSpec,
@@ -416,7 +414,7 @@ def parse_spec(text: str) -> EinsumSpec:
     try:
         return _parse_spec(text)
     except SpecError as e:
-        raise _located(e) from None
+        raise e from None
 
 
 def parse_shape_spec(text: str) -> ShapeSpec:
@@ -427,19 +425,7 @@ def parse_shape_spec(text: str) -> ShapeSpec:
     try:
         return _parse_shape_spec(text)
     except SpecError as e:
-        raise _located(e) from None
-
-
-_LIB_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def _located(e: SpecError) -> SpecError:
-    """Parsing on behalf of an operation (`oc.einsum(spec, ...)`): the error also names the
-    user's line that built it. A direct call of the parser keeps the bare message."""
-    caller = sys._getframe(2).f_code.co_filename
-    if os.path.abspath(caller).startswith(_LIB_DIR):
-        e.with_span(user_span())
-    return e
+        raise e from None
 
 
 @functools.lru_cache(maxsize=2048)

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 from typing import assert_never
 
+from ..vocabulary import accum_spelling
 from . import assignments as A
 from .loop_ir import BinOp, IndexExpr, Symbol, TernOp, UnOp
 
-_ACCUM = {BinOp.ARG2: "=:", BinOp.ADD: "=+", BinOp.SUB: "=-", BinOp.MUL: "=*",
-          BinOp.DIV: "=/", BinOp.POW: "=**", BinOp.MAX: "=@^", BinOp.MIN: "=@-"}
 _INFIX = {BinOp.ADD: "+", BinOp.SUB: "-", BinOp.MUL: "*", BinOp.DIV: "/", BinOp.POW: "**"}
 
 
@@ -57,9 +56,7 @@ def _accum(a: A.Accum, n: _Names) -> str:
     lhs = f"{a.lhs.name}[{','.join(n.index(ix) for ix in p.lhs)}]"
     rhs = tuple(f"{b.name}[{','.join(n.index(ix) for ix in m)}]"
                 for b, m in zip(a.rhs, p.rhs, strict=True))
-    op = _ACCUM[a.accum]
-    if a.initialize_neutral:
-        op = op[0] + ":" + op[1:]
+    op = accum_spelling(a.accum, a.initialize_neutral)
     body = _expr(a.expr, rhs, n)
     if body.startswith("(") and body.endswith(")"):
         body = body[1:-1]

@@ -9,47 +9,13 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+# The primitive enums are the shared operator vocabulary (re-exported for the backends).
+from ..vocabulary import BinOp, TernOp, UnOp
+
 
 class Precision(enum.Enum):
     FLOAT32 = "float32"
     FLOAT64 = "float64"
-
-
-class UnOp(enum.Enum):
-    IDENTITY = "id"
-    NEG = "neg"
-    RELU = "relu"
-    EXP = "exp"
-    LOG = "log"
-    TANH = "tanh"
-    SIN = "sin"
-    COS = "cos"
-    SQRT = "sqrt"
-    RECIP = "recip"
-    NOT = "not"  # 1 if x == 0 else 0
-    SIGN = "sign"  # -1, 0 or 1
-
-
-class BinOp(enum.Enum):
-    ADD = "add"
-    SUB = "sub"
-    MUL = "mul"
-    DIV = "div"
-    POW = "pow"
-    MAX = "max"
-    MIN = "min"
-    LT = "lt"  # 1.0 if a < b else 0.0
-    LE = "le"
-    EQ = "eq"
-    NE = "ne"
-    ARG1 = "arg1"  # a
-    ARG2 = "arg2"  # b
-    RELU_GATE = "relu_gate"  # b if a > 0 else 0
-
-
-class TernOp(enum.Enum):
-    WHERE = "where"  # b if a != 0 else c
-    FMA = "fma"  # a * b + c
 
 
 @dataclass(frozen=True, slots=True)

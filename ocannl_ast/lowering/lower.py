@@ -7,10 +7,10 @@ Input: an `Asgn` tree. Output: a `LoopProgram` over every buffer it touches.
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Iterator
 from typing import assert_never
 
+from .. import vocabulary
 from .assignments import (
     Accum,
     Arg,
@@ -57,10 +57,7 @@ from .loop_ir import (
 from .loop_ir import Noop as LNoop
 from .loop_ir import Seq as LSeq
 
-NEUTRAL: dict[BinOp, float] = {
-    BinOp.ADD: 0.0, BinOp.SUB: 0.0, BinOp.MUL: 1.0, BinOp.DIV: 1.0, BinOp.POW: 1.0,
-    BinOp.MAX: -math.inf, BinOp.MIN: math.inf, BinOp.ARG2: 0.0, BinOp.ARG1: 0.0,
-}
+NEUTRAL: dict[BinOp, float] = vocabulary.NEUTRAL
 #: accumulators for which accum(neutral, x) == x, so an injective write can be plain
 PLAIN_WRITE_OK = frozenset({BinOp.ADD, BinOp.MUL, BinOp.MAX, BinOp.MIN, BinOp.ARG2})
 
@@ -144,11 +141,13 @@ def _lower_accum(a: Accum, buffers: dict[int, Buffer]) -> Stmt:
             return LSeq((Fill(lhs, NEUTRAL[a.accum]), body))
         return body
     local = bool(inner) and _outer_injective(p.lhs, {s for s, _ in outer})
-    # With a local accumulator every written cell is written once: only unwritten cells
-    # (non-surjective map) need the neutral element.
-    if a.initialize_neutral and not (surjective and (injective or local)):
+    plain = a.initialize_neutral and injective and a.accum in PLAIN_WRITE_OK
+    # A plain write or a local accumulator (starting from the neutral element) writes every
+    # written cell once: only unwritten cells (non-surjective map) need the neutral element;
+    # a read-modify-write needs every cell at the neutral element first.
+    if a.initialize_neutral and not (surjective and (plain or local)):
         stmts.append(Fill(lhs, NEUTRAL[a.accum]))
-    if a.initialize_neutral and injective and a.accum in PLAIN_WRITE_OK:
+    if plain:
         stmts.append(_nest(outer, SetCell(lhs, p.lhs, val)))
     elif local:
         stmts.append(_nest(outer, _local_reduction(a, lhs, p.lhs, val, inner)))
@@ -174,7 +173,7 @@ def _local_reduction(a: Accum, lhs: Buffer, index: tuple[IndexExpr, ...], val: E
                      inner: list[tuple[Symbol, int]]) -> Stmt:
     """Accumulate the reduction axes in a scalar local, then write the cell once."""
     acc = "acc"  # numbered per program by _number_locals
-    if a.initialize_neutral and a.accum in PLAIN_WRITE_OK:
+    if a.initialize_neutral:
         init: Expr = Const(NEUTRAL[a.accum])
     else:
         init = Get(lhs, index)

@@ -20,6 +20,7 @@ from ocannl_ast.rewrite.contract import (
     UNARY_PRIMS,
 )
 from ocannl_ast.rewrite.source import Locator
+from ocannl_ast.vocabulary import UNSUPPORTED
 
 BINOP_PRIM: dict[type[cst.BaseBinaryOp], str] = {
     cst.Add: "add", cst.Subtract: "sub", cst.Multiply: "mul", cst.Divide: "div",
@@ -112,6 +113,8 @@ def primitive(
         operand = literals.tensor_operand(cst.ensure_type(upd, cst.UnaryOperation).expression)
         return build.oc_call("prim", [build.string("neg"), operand])
     name = call_name(orig)
+    if name in UNSUPPORTED:
+        raise loc.error(orig, f"primitive `{name}` is not supported: {UNSUPPORTED[name]}")
     if name is not None and arity(name) is not None and not is_reducer(orig):
         return _primitive_call(name, cst.ensure_type(orig, cst.Call), upd, kw, loc)
     if name in REDUCER_ACCUM:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
+from ocannl_ast.errors import Span
 from ocannl_ast.rewrite.source import ParsedFunction
 from ocannl_ast.rewrite.transform_base import LineTable, OriginTable
 
@@ -35,6 +36,7 @@ class Rewritten:
     funcdef: cst.FunctionDef  #: the transformed def (decorators stripped)
     lines: LineTable  #: emitted statement -> user line range
     origins: OriginTable = field(default_factory=dict)  #: emitted expression -> user range
+    spans: tuple[Span, ...] = ()  #: the user spans `__oc_spans__[k]` in the body refers to
 
 
 def class_of(qualname: str) -> str | None:

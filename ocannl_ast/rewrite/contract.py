@@ -9,13 +9,11 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-#: Binary operators that can follow "=" or "=:" in an OCANNL accumulation operator.
-_ACCUM_SYMBOLS = ("+", "-", "*", "/", "**", "?/", "?^", "||", "&&", "@^", "@-", "^^^^")
+from ocannl_ast import vocabulary
 
-#: Every accumulation operator string `accum(v, OP, e)` accepts ("=:" alone is assignment).
-ACCUM_OPS: frozenset[str] = frozenset(
-    {"=:"} | {f"={s}" for s in _ACCUM_SYMBOLS} | {f"=:{s}" for s in _ACCUM_SYMBOLS}
-)
+#: Every accumulation operator string `accum(v, OP, e)` accepts ("=:" alone is assignment);
+#: the same table the builders build from (`ocannl_ast.vocabulary`).
+ACCUM_OPS: frozenset[str] = frozenset(vocabulary.ACCUM_OPS)
 
 #: @cd reducers around a whole right-hand side: `v[...] = sum(e)` is `v =:+ e`.
 REDUCER_ACCUM: dict[str, str] = {"sum": "=:+", "prod": "=:*", "max": "=:@^", "min": "=:@-"}
@@ -23,16 +21,10 @@ REDUCER_ACCUM: dict[str, str] = {"sum": "=:+", "prod": "=:*", "max": "=:@^", "mi
 #: Reducers a named-index definition may use in @op, and the builder each one calls.
 OP_REDUCER_BUILDER: dict[str, str] = {"sum": "einsum", "max": "einsum_max"}
 
-#: Primitives callable by name in @cd, by arity (OCANNL's `Ir.Ops` vocabulary).
-UNARY_PRIMS: frozenset[str] = frozenset(
-    {"id", "relu", "sat01", "exp", "log", "exp2", "log2", "sin", "cos", "sqrt", "recip",
-     "recip_sqrt", "neg", "tanh"}
-)
-BINARY_PRIMS: frozenset[str] = frozenset(
-    {"add", "sub", "mul", "div", "pow", "fst", "snd", "relu_gate", "sat01_gate", "lt", "eq",
-     "ne", "or_", "and_", "mod_", "max", "min", "threefry4x32"}
-)
-TERNARY_PRIMS: frozenset[str] = frozenset({"where", "fma"})
+#: Primitives callable by name in @cd, by arity (OCANNL's `Ir.Ops` vocabulary, as built).
+UNARY_PRIMS: frozenset[str] = frozenset(vocabulary.UNARY)
+BINARY_PRIMS: frozenset[str] = frozenset(vocabulary.BINARY)
+TERNARY_PRIMS: frozenset[str] = frozenset(vocabulary.TERNARY)
 
 #: Functions whose positional arguments are tensors in @op (numeric displays there are literals).
 TENSOR_FUNCTIONS: frozenset[str] = (
@@ -51,6 +43,8 @@ FIELD_ALIASES: dict[str, str] = {
 
 #: Name of the builder namespace global and of the @cd code collector local.
 OC = "__oc__"
+#: Name of the per-function span table global (`span=__oc_spans__[k]` on builder calls).
+SPANS = "__oc_spans__"
 CODE = "__oc_code"
 
 
@@ -68,12 +62,17 @@ class CodeCollector(Protocol):
 
 
 class Builders(Protocol):
-    """The namespace bound to `__oc__` (signatures exactly as rewritten code calls them)."""
+    """The namespace bound to `__oc__` (signatures exactly as rewritten code calls them).
 
-    def param(self, name: str, scope: str, **fields: Any) -> Any:
+    The calls named in `transform_base.SPANNED_BUILDERS` also get `span=`: the user's
+    source span of the statement (or declaration) they build, or None for the library's
+    own dialect functions; errors raised while building carry it.
+    """
+
+    def param(self, name: str, scope: str, *, span: Any = None, **fields: Any) -> Any:
         """@op `{w := init, o := [h], ...}`: fields init/output_dims/input_dims/batch_dims/..."""
 
-    def node(self, name: str, scope: str, **fields: Any) -> Any:
+    def node(self, name: str, scope: str, *, span: Any = None, **fields: Any) -> Any:
         """@cd `{x}[...]`: a non-differentiable node; fields incl. `slot="rhs1"` by naming."""
 
     def literal(self, values: Any) -> Any:
@@ -82,19 +81,20 @@ class Builders(Protocol):
     def batch(self, values: Any) -> Any:
         """Marks a batch axis inside a literal (`batch([...])` in the dialect)."""
 
-    def einsum(self, spec: str, *operands: Any) -> Any:
+    def einsum(self, spec: str, *operands: Any, span: Any = None) -> Any:
         """Named-index definition with `sum[...]` or no reducer (any arity)."""
 
-    def einsum_max(self, spec: str, *operands: Any) -> Any:
+    def einsum_max(self, spec: str, *operands: Any, span: Any = None) -> Any:
         """Named-index definition with `max[...]` (one operand, or two added: tropical)."""
 
-    def concat(self, spec: str, *operands: Any) -> Any:
+    def concat(self, spec: str, *operands: Any, span: Any = None) -> Any:
         """Named-index definition `y[a ^ b] = (x[a], z[b])`."""
 
     def code_collector(self) -> CodeCollector:
         """The prologue of every @cd function."""
 
-    def accum(self, target: Any, op: str, rhs: Any, **kwargs: Any) -> Any:
+    def accum(self, target: Any, op: str, rhs: Any, *, span: Any = None,
+              **kwargs: Any) -> Any:
         """One assignment; kwargs are `logic=` and/or `projections=` when given."""
 
     def prim(self, name: str, *args: Any) -> Any:

@@ -18,10 +18,10 @@ from typing import Any, Literal, TypeVar
 
 import libcst as cst
 
-from ocannl_ast.errors import DslSyntaxError, user_span
+from ocannl_ast.errors import DslSyntaxError, Span, user_span
 from ocannl_ast.rewrite.cd_transform import CdTransformer
 from ocannl_ast.rewrite.codegen import Rewritten, class_of, compile_function
-from ocannl_ast.rewrite.contract import OC, REDUCER_ACCUM
+from ocannl_ast.rewrite.contract import OC, REDUCER_ACCUM, SPANS
 from ocannl_ast.rewrite.op_transform import OpTransformer
 from ocannl_ast.rewrite.source import (
     FunctionSource,
@@ -37,7 +37,7 @@ from ocannl_ast.rewrite.whitelist import check_syntax
 F = TypeVar("F", bound=Callable[..., Any])
 Kind = Literal["op", "cd"]
 _TRANSFORMERS = {"op": OpTransformer, "cd": CdTransformer}
-_CACHE: dict[tuple[str, str, str, types.CodeType], types.CodeType] = {}
+_CACHE: dict[tuple[str, str, str, types.CodeType], tuple[types.CodeType, tuple[Span, ...]]] = {}
 
 
 def rewrite_parsed(parsed: ParsedFunction, kind: str, qualname: str) -> Rewritten:
@@ -52,7 +52,7 @@ def rewrite_parsed(parsed: ParsedFunction, kind: str, qualname: str) -> Rewritte
     if parsed.indent:
         stmt = cst.ensure_type(cst.ensure_type(stmt, cst.If).body, cst.IndentedBlock).body[0]
     return Rewritten(parsed, cst.ensure_type(stmt, cst.FunctionDef), transformer.lines,
-                     transformer.origins)
+                     transformer.origins, tuple(transformer.spans))
 
 
 def rewrite_source(
@@ -92,10 +92,12 @@ class _DialectGlobals(dict[str, Any]):
     """Globals of a rewritten function: `__oc__` here, every other name read live from the
     defining module (so names defined after decoration still resolve)."""
 
-    def __init__(self, module_globals: dict[str, Any], namespace: object, kind: str) -> None:
+    def __init__(self, module_globals: dict[str, Any], namespace: object, kind: str,
+                 spans: tuple[Span | None, ...]) -> None:
         super().__init__(
             {
                 OC: namespace,
+                SPANS: spans,
                 "__builtins__": module_globals.get("__builtins__", builtins),
                 "__name__": module_globals.get("__name__"),
             }
@@ -126,7 +128,7 @@ def undefined_name(name: str, kind: str) -> DslSyntaxError:
                           user_span())
 
 
-def _compiled(fn: types.FunctionType, kind: str) -> types.CodeType:
+def _compiled(fn: types.FunctionType, kind: str) -> tuple[types.CodeType, tuple[Span, ...]]:
     code = fn.__code__
     key = (kind, fn.__qualname__, code.co_filename, code)
     cached = _CACHE.get(key)
@@ -139,17 +141,21 @@ def _compiled(fn: types.FunctionType, kind: str) -> types.CodeType:
     new_code = compile_function(
         rewritten, code.co_freevars, code.co_flags, class_of(fn.__qualname__)
     )
-    _CACHE[key] = new_code
-    return new_code
+    _CACHE[key] = (new_code, rewritten.spans)
+    return new_code, rewritten.spans
 
 
 def _decorate(fn: object, kind: str, namespace: object) -> types.FunctionType:
     func = check_function(fn, kind)
-    new_code = _compiled(func, kind)
+    new_code, spans = _compiled(func, kind)
+    # The library's own dialect functions (op_asn/grad_asn of built-in operations) report
+    # their errors at the user's call that built the operation, not at their own lines.
+    own = (func.__module__ or "").split(".")[0] == __name__.split(".")[0]
+    table: tuple[Span | None, ...] = (None,) * len(spans) if own else spans
     cells = dict(zip(func.__code__.co_freevars, func.__closure__ or (), strict=True))
     closure = tuple(cells[name] for name in new_code.co_freevars)
     new_fn = types.FunctionType(
-        new_code, _DialectGlobals(func.__globals__, namespace, kind), func.__name__,
+        new_code, _DialectGlobals(func.__globals__, namespace, kind, table), func.__name__,
         func.__defaults__, closure,
     )
     new_fn.__kwdefaults__ = dict(func.__kwdefaults__) if func.__kwdefaults__ else None

@@ -11,8 +11,10 @@ import libcst as cst
 import libcst.matchers as m
 from libcst._types import CSTNodeT
 
-from ocannl_ast.rewrite import literals
+from ocannl_ast.errors import Span
+from ocannl_ast.rewrite import build, literals
 from ocannl_ast.rewrite.bindings import body_bindings, param_names, scope_bindings
+from ocannl_ast.rewrite.contract import OC, SPANS
 from ocannl_ast.rewrite.declarations import (
     Declaration,
     check_hoistable,
@@ -33,6 +35,39 @@ LineTable = dict[int, tuple[cst.CSTNode, int, int]]
 OriginTable = dict[int, tuple[cst.CSTNode, tuple[int, int, int, int]]]
 
 
+#: Builders whose errors point at the statement that called them: each call gets the
+#: user's span explicitly, `span=__oc_spans__[k]` (a per-function table bound at decoration).
+#: (Declarations `{w, o := [h]}` keep the frame position, which points at the bad field.)
+SPANNED_BUILDERS = frozenset({"accum", "einsum", "einsum_max", "concat"})
+
+
+class _AddSpan(cst.CSTTransformer):
+    """Appends `span=__oc_spans__[k]` to the spanned builder calls that have none yet."""
+
+    def __init__(self, ref: cst.BaseExpression) -> None:
+        super().__init__()
+        self.ref = ref
+        self.moved: dict[int, cst.CSTNode] = {}  #: id(node visited) -> the node replacing it
+
+    def on_leave(
+        self, original_node: CSTNodeT, updated_node: CSTNodeT
+    ) -> CSTNodeT | cst.RemovalSentinel | cst.FlattenSentinel[CSTNodeT]:
+        result = super().on_leave(original_node, updated_node)
+        if isinstance(result, cst.CSTNode):
+            self.moved[id(original_node)] = result
+        return result
+
+    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
+        if not m.matches(updated_node.func, m.Attribute(value=m.Name(OC))):
+            return updated_node
+        func = cst.ensure_type(updated_node.func, cst.Attribute)
+        if func.attr.value not in SPANNED_BUILDERS or any(
+            a.keyword is not None and a.keyword.value == "span" for a in updated_node.args
+        ):
+            return updated_node
+        return build.call(func, list(updated_node.args), [("span", self.ref)])
+
+
 class DialectTransformer(cst.CSTTransformer):
     """Base of OpTransformer and CdTransformer; subclasses set `kind` and the hooks."""
 
@@ -50,6 +85,21 @@ class DialectTransformer(cst.CSTTransformer):
         self.lines: LineTable = {}
         self.origins: OriginTable = {}
         self.named_rhs: set[int] = set()  # ids of original RHS nodes of named-index statements
+        self.spans: list[Span] = []  # the user spans `__oc_spans__[k]` refers to
+
+    def spanned(self, node: CSTNodeT, origin: cst.CSTNode) -> CSTNodeT:
+        """`node` with its spanned builder calls given the span of the original `origin`."""
+        ref = cst.Subscript(build.name(SPANS), [cst.SubscriptElement(
+            cst.Index(cst.Integer(str(len(self.spans)))))])
+        adder = _AddSpan(ref)
+        out = cst.ensure_type(node.visit(adder), type(node))
+        if out.deep_equals(node):
+            return node
+        self.spans.append(self.loc.span(origin))
+        for old, new in adder.moved.items():  # the visit rebuilt the nodes: keep their origins
+            if old in self.origins:
+                self.origins[id(new)] = (new, self.origins.pop(old)[1])
+        return out
 
     # -- bookkeeping -------------------------------------------------------------------
     def record(self, node: cst.CSTNode, first: int, last: int) -> None:
@@ -60,6 +110,8 @@ class DialectTransformer(cst.CSTTransformer):
         self, original_node: CSTNodeT, updated_node: CSTNodeT
     ) -> CSTNodeT | cst.RemovalSentinel | cst.FlattenSentinel[CSTNodeT]:
         result = super().on_leave(original_node, updated_node)
+        if isinstance(original_node, cst.BaseSmallStatement) and isinstance(result, cst.CSTNode):
+            result = self.spanned(result, original_node)
         stmt = (cst.SimpleStatementLine, cst.BaseCompoundStatement)
         if (
             isinstance(original_node, stmt)
@@ -145,7 +197,7 @@ class DialectTransformer(cst.CSTTransformer):
         head = body[:1] if body and m.matches(body[0], _DOCSTRING) else []
         hoisted: list[cst.BaseStatement] = []
         for decl in self.decls:
-            stmt = hoisted_statement(decl, self.qualname)
+            stmt = self.spanned(hoisted_statement(decl, self.qualname), decl.origin)
             self.record(stmt, *self.loc.lines(decl.origin))
             hoisted.append(stmt)
         middle = self.prologue(first) + body[len(head) :]

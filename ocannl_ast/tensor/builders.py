@@ -9,11 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ArgumentError, DslSyntaxError, ShapeError, user_span
+from .. import vocabulary
+from ..errors import ArgumentError, DslSyntaxError, ShapeError, SpecError, user_span
 from ..infer.constraints import Origin
 from ..infer.logic import Logic, Pointwise, logic_name, logic_of_string, shape_constraints
 from ..lowering import assignments as A
-from ..lowering.loop_ir import BinOp, TernOp, UnOp
+from ..vocabulary import BinOp, TernOp, UnOp
 from .node import (
     AccumItem,
     Code,
@@ -26,19 +27,9 @@ from .node import (
     forward_code,
 )
 
-#: accumulation operator -> (accumulator, initialize_neutral)
-ACCUM_OPS: dict[str, tuple[BinOp, bool]] = {
-    "=:": (BinOp.ARG2, True), "=+": (BinOp.ADD, False), "=-": (BinOp.SUB, False),
-    "=*": (BinOp.MUL, False), "=/": (BinOp.DIV, False), "=**": (BinOp.POW, False),
-    "=:+": (BinOp.ADD, True), "=:-": (BinOp.SUB, True), "=:*": (BinOp.MUL, True),
-    "=:/": (BinOp.DIV, True), "=:**": (BinOp.POW, True), "=:@^": (BinOp.MAX, True),
-    "=:@-": (BinOp.MIN, True), "=@^": (BinOp.MAX, False), "=@-": (BinOp.MIN, False),
-}
-
-PRIMS: dict[str, UnOp | BinOp | TernOp] = {
-    **{op.value: op for op in UnOp}, **{op.value: op for op in BinOp},
-    **{op.value: op for op in TernOp}, "id": UnOp.IDENTITY,
-}
+#: accumulation operator -> (accumulator, initialize_neutral); primitive spellings
+ACCUM_OPS = vocabulary.ACCUM_OPS
+PRIMS = vocabulary.PRIMS
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +46,7 @@ def prim(name: str, *args: Any) -> PrimCall:
     if op is None:
         raise DslSyntaxError(f"unknown primitive '{name}' (known: {', '.join(sorted(PRIMS))})",
                              user_span())
-    arity = 1 if isinstance(op, UnOp) else 2 if isinstance(op, BinOp) else 3
+    arity = vocabulary.arity(op)
     if len(args) != arity:
         raise DslSyntaxError(f"primitive '{name}' takes {arity} argument(s), got {len(args)}",
                              user_span())
@@ -130,7 +121,10 @@ def _producer_record(target: NodeRef, refs: list[NodeRef], rhs: PrimCall, logic:
                      op: str) -> OpRecord:
     """A standalone assignment contributes its own constraints (seed 000, producer regime)."""
     span = user_span()
-    lg: Logic = logic_of_string(logic) if logic is not None else Pointwise()
+    try:
+        lg: Logic = logic_of_string(logic) if logic is not None else Pointwise()
+    except SpecError as e:
+        raise e.with_span(span) from None
     operands = [r.tensor for r in refs]
     name = f"assignment {op}"
     shapes = [target.tensor.shape, *[t.shape for t in operands]]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import DslSyntaxError, user_span
+from ..errors import DslSyntaxError, Span, at, user_span
 from . import builders, leaves, ops
 from .node import Code, Tensor
 
@@ -19,37 +19,51 @@ def _label(name: str, scope: str) -> str:
     return name
 
 
-def param(name: str, scope: str, **fields: Any) -> Tensor:
-    """@op `{w}`, `{w := init}`, `{b, o := [h]}`: a parameter labelled by its name."""
-    init = fields.pop("init", None)
-    dims = {k: fields.pop(k) for k in _FIELDS if k in fields}
-    if fields:
-        raise DslSyntaxError(f"inline parameter '{name}': unknown field(s) "
-                          f"{', '.join(sorted(fields))}", user_span())
-    return leaves.param(_label(name, scope), init=init, **dims)
+def param(name: str, scope: str, *, span: Span | None = None, **fields: Any) -> Tensor:
+    """@op `{w}`, `{w := init}`, `{b, o := [h]}`: a parameter labelled by its name; `span`
+    is the declaration's place in the user's source (passed by the rewriter)."""
+    with at(span):
+        init = fields.pop("init", None)
+        dims = {k: fields.pop(k) for k in _FIELDS if k in fields}
+        if fields:
+            raise DslSyntaxError(f"inline parameter '{name}': unknown field(s) "
+                                 f"{', '.join(sorted(fields))}", user_span())
+        return leaves.param(_label(name, scope), init=init, **dims)
 
 
-def node(name: str, scope: str, **fields: Any) -> Tensor:
+def node(name: str, scope: str, *, span: Span | None = None, **fields: Any) -> Tensor:
     """@cd `{x}[...] = ...`: a persistent non-differentiable node."""
-    slot = fields.pop("slot", None)
-    dims = {k: fields.pop(k) for k in _FIELDS if k in fields}
-    if fields:
-        raise DslSyntaxError(f"inline node '{name}': unknown field(s) {', '.join(sorted(fields))}",
-                          user_span())
-    return leaves.node(_label(name, scope), scope, slot=slot, **dims)
+    with at(span):
+        slot = fields.pop("slot", None)
+        dims = {k: fields.pop(k) for k in _FIELDS if k in fields}
+        if fields:
+            raise DslSyntaxError(f"inline node '{name}': unknown field(s) "
+                                 f"{', '.join(sorted(fields))}", user_span())
+        return leaves.node(_label(name, scope), scope, slot=slot, **dims)
 
 
 literal = leaves.literal
 batch = leaves.batch
-einsum = ops.einsum
-concat = ops.concat
 
 
-def einsum_max(spec: str, *operands: Any) -> Tensor:
-    if len(operands) not in (1, 2):
-        raise DslSyntaxError(f"max reduction takes one operand or two added (tropical), got "
-                          f"{len(operands)}", user_span())
-    return ops.einsum_max(spec, *operands)
+def einsum(spec: str, *operands: Any, span: Span | None = None) -> Tensor:
+    """A named-index definition with `sum[...]` (or none), located at its statement."""
+    with at(span):
+        return ops.einsum(spec, *operands)
+
+
+def concat(spec: str, *operands: Any, span: Span | None = None) -> Tensor:
+    """A named-index concatenation `y[a ^ b] = (x[a], z[b])`, located at its statement."""
+    with at(span):
+        return ops.concat(spec, *operands)
+
+
+def einsum_max(spec: str, *operands: Any, span: Span | None = None) -> Tensor:
+    with at(span):
+        if len(operands) not in (1, 2):
+            raise DslSyntaxError(f"max reduction takes one operand or two added (tropical), "
+                                 f"got {len(operands)}", user_span())
+        return ops.einsum_max(spec, *operands)
 
 
 class CodeCollector(builders.CodeCollector):
@@ -64,15 +78,14 @@ def code_collector() -> CodeCollector:
     return CodeCollector()
 
 
-def accum(target: Any, op: str, rhs: Any, **kwargs: Any) -> Code:
-    return builders.accum(target, op, rhs, **kwargs)
-
-
-_ALIASES = {"fst": "arg1", "snd": "arg2"}
+def accum(target: Any, op: str, rhs: Any, *, span: Span | None = None, **kwargs: Any) -> Code:
+    """One assignment of a @cd body; `span` is its statement in the user's source."""
+    with at(span):
+        return builders.accum(target, op, rhs, **kwargs)
 
 
 def prim(name: str, *args: Any) -> builders.PrimCall:
-    return builders.prim(_ALIASES.get(name, name), *args)
+    return builders.prim(name, *args)
 
 
 grad_of = builders.grad_of

@@ -125,7 +125,8 @@ def param(name: str, *, output_dims: DimsArg = None, input_dims: DimsArg = None,
         batch_dims, output_dims, input_dims = d[:nb], d[nb:nb + no], d[nb + no:]
         init = arr
     shape = Shape.make(name, batch_dims=() if batch_dims is None else batch_dims,
-                       output_dims=output_dims, input_dims=input_dims, is_param=True)
+                       output_dims=output_dims, input_dims=input_dims, is_param=True,
+                       span=user_span())
     t = Tensor(name, shape, Init.PARAM, diff=_wants_grad(grad_spec, True))
     t.init_value = init
     if isinstance(init, Tensor):

@@ -283,7 +283,10 @@ def spec_and_operands(fn: str, spec: Any, operands: tuple[Any, ...]) -> None:
     """`oc.einsum(spec, *tensors)` and friends: a str spec with as many operands as the
     spec names, each a tensor (or something that lifts to one: numbers, arrays)."""
     check_spec(fn, spec)
-    arity = len(parse_spec(spec).operands)
+    try:
+        arity = len(parse_spec(spec).operands)
+    except SpecError as e:
+        raise e.with_span(user_span()) from None
     if len(operands) != arity:
         fail(ShapeError, f'{fn}: the spec "{spec}" has {arity} operand(s), got '
                             f"{len(operands)} tensor(s)")
@@ -306,6 +309,12 @@ def op_builder_args(fn: str, op_asn: Any, grad_asn: Any, logic: Any, name: Any) 
     if not isinstance(logic, str):
         fail(ArgumentError, f'{fn}: logic must be ".", "@", "T" or an einsum spec string, got '
                             f"{describe(logic)}")
+    from ..infer.logic import logic_of_string
+
+    try:
+        logic_of_string(logic)
+    except SpecError as e:
+        raise e.with_span(user_span()) from None
     check_str(fn, "name", name, optional=True)
 
 

@@ -76,15 +76,18 @@ class Fake:
 
     def __init__(self) -> None:
         self.log: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
+        self.spans: list[tuple[str, Any, Any]] = []  # (builder, what, span=) of every call
 
     def _rec(self, name: str, *args: Any, **kwargs: Any) -> None:
         self.log.append((name, args, kwargs))
 
-    def param(self, name: str, scope: str, **kw: Any) -> T:
+    def param(self, name: str, scope: str, *, span: Any = None, **kw: Any) -> T:
+        self.spans.append(("param", name, span))
         self._rec("param", name, scope, **kw)
         return T(f"{name}#{sum(1 for c in self.log if c[0] == 'param')}")
 
-    def node(self, name: str, scope: str, **kw: Any) -> T:
+    def node(self, name: str, scope: str, *, span: Any = None, **kw: Any) -> T:
+        self.spans.append(("node", name, span))
         self._rec("node", name, scope, **kw)
         return T(name)
 
@@ -95,21 +98,26 @@ class Fake:
     def batch(self, values: Any) -> tuple[str, Any]:
         return ("batch", values)
 
-    def einsum(self, spec: str, *ops: Any) -> T:
+    def einsum(self, spec: str, *ops: Any, span: Any = None) -> T:
+        self.spans.append(("einsum", spec, span))
         self._rec("einsum", spec, *ops)
         return T(f"einsum({spec!r})")
 
-    def einsum_max(self, spec: str, *ops: Any) -> T:
+    def einsum_max(self, spec: str, *ops: Any, span: Any = None) -> T:
+        self.spans.append(("einsum_max", spec, span))
         self._rec("einsum_max", spec, *ops)
         return T(f"einsum_max({spec!r})")
 
-    def concat(self, spec: str, *ops: Any) -> T:
+    def concat(self, spec: str, *ops: Any, span: Any = None) -> T:
+        self.spans.append(("concat", spec, span))
         return T(f"concat({spec!r})")
 
     def code_collector(self) -> Collector:
         return Collector([])
 
-    def accum(self, target: Any, op: str, rhs: Any, **kw: Any) -> tuple[Any, ...]:
+    def accum(self, target: Any, op: str, rhs: Any, *, span: Any = None,
+              **kw: Any) -> tuple[Any, ...]:
+        self.spans.append(("accum", op, span))
         return (repr(target), op, rhs, tuple(sorted(kw.items())))
 
     def prim(self, name: str, *args: Any) -> tuple[Any, ...]:

@@ -47,8 +47,9 @@ def test_slot_names(name: str, slot: str | None) -> None:
 
 def test_accumulation_operators() -> None:
     expected = {"=:", "=+", "=-", "=*", "=/", "=**", "=:+", "=:-", "=:*", "=:/", "=:**",
-                "=:@^", "=:@-", "=@^", "=@-", "=^^^^", "=:^^^^"}
-    assert expected <= ACCUM_OPS
+                "=:@^", "=:@-", "=@^", "=@-", "=||", "=:||", "=&&", "=:&&", "=?/", "=:?/",
+                "=?^", "=:?^"}
+    assert expected == ACCUM_OPS  # threefry's "=^^^^" waits for its own issue
     assert "=" not in ACCUM_OPS and "=:=" not in ACCUM_OPS
 
 

@@ -6,13 +6,13 @@ def control(ps, rate):
     for p in ps:
         if p is None:
             continue
-        __oc_code.add(__oc__.accum(p, "=-", __oc__.prim("mul", rate, __oc__.grad_of(p))))
+        __oc_code.add(__oc__.accum(p, "=-", __oc__.prim("mul", rate, __oc__.grad_of(p)), span=__oc_spans__[0]))
         count = count + 1
     while False:
         break
 
     def zero(q):
-        __oc_code.add(__oc__.accum(__oc__.grad_of(q), "=:", __oc__.prim("id", 0.0)))
+        __oc_code.add(__oc__.accum(__oc__.grad_of(q), "=:", __oc__.prim("id", 0.0), span=__oc_spans__[1]))
 
     for p in ps:
         __oc_code.include(zero(p))

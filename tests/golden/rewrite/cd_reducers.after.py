@@ -2,8 +2,8 @@
 # mypy: ignore-errors
 def reducers(v, a, b):
     __oc_code = __oc__.code_collector()
-    __oc_code.add(__oc__.accum(v, "=:+", __oc__.prim("mul", a, b)))
-    __oc_code.add(__oc__.accum(v, "=:*", __oc__.prim("id", a)))
-    __oc_code.add(__oc__.accum(v, "=:@^", __oc__.prim("add", a, b)))
-    __oc_code.add(__oc__.accum(v, "=:@-", __oc__.prim("sub", a, b)))
+    __oc_code.add(__oc__.accum(v, "=:+", __oc__.prim("mul", a, b), span=__oc_spans__[0]))
+    __oc_code.add(__oc__.accum(v, "=:*", __oc__.prim("id", a), span=__oc_spans__[1]))
+    __oc_code.add(__oc__.accum(v, "=:@^", __oc__.prim("add", a, b), span=__oc_spans__[2]))
+    __oc_code.add(__oc__.accum(v, "=:@-", __oc__.prim("sub", a, b), span=__oc_spans__[3]))
     return __oc_code.result()
