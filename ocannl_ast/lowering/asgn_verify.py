@@ -11,11 +11,12 @@ from typing import assert_never
 
 from ..errors import OcannlError
 from . import assignments as A
+from ..vocabulary import ACCUM_OPS
 from .loop_ir import BinOp, Buffer, IndexExpr, Symbol, TernOp, UnOp
 
-#: the accumulators an assignment may use (`=:` is ARG2: the new value replaces the old)
-ACCUMULATORS = frozenset({BinOp.ADD, BinOp.SUB, BinOp.MUL, BinOp.DIV, BinOp.POW, BinOp.MAX,
-                          BinOp.MIN, BinOp.ARG2})
+#: the accumulators an assignment may use, read from the one vocabulary (`=:` is ARG2: the
+#: new value replaces the old)
+ACCUMULATORS = frozenset(acc for acc, _ in ACCUM_OPS.values())
 _U32 = 1 << 32
 _C_INT_MAX = (1 << 31) - 1
 

@@ -175,7 +175,7 @@ def test_gate_accumulators_fold_from_ocannl_neutral_elements() -> None:
 
 
 def test_every_vocabulary_primitive_builds_and_every_accumulator_lowers() -> None:
-    from ocannl_ast.backends.c_backend import _OPS
+    from ocannl_ast.backends.c_syntax import OPS as _OPS
     from ocannl_ast.tensor.builders import ACCUM_OPS, PRIMS
 
     assert set(contract.UNARY_PRIMS | contract.BINARY_PRIMS | contract.TERNARY_PRIMS) == \
