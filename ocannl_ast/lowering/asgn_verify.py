@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from typing import assert_never
 
 from ..errors import OcannlError
-from . import assignments as A
 from ..vocabulary import ACCUM_OPS
+from . import assignments as A
 from .loop_ir import BinOp, Buffer, IndexExpr, Symbol, TernOp, UnOp
 
 #: the accumulators an assignment may use, read from the one vocabulary (`=:` is ARG2: the
