@@ -2,7 +2,8 @@
 plus the Total_elems row constraint and the at-least bound of fixed indices. Each carries
 the origin that produced it.
 
-Input: emitted by `infer.shape_logic`. Output: consumed by `infer.solver`.
+Input: emitted by `infer.logic` (reading `infer.relations`). Output: consumed by
+`infer.solver` and `infer.propagate`.
 """
 
 from __future__ import annotations

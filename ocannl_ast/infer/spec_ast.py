@@ -1,7 +1,7 @@
 """Einsum spec AST: what `infer.spec_parser.parse_spec` produces from a spec string.
 
 Input: a spec such as "...|i->o; ...|o->h => ...|i->h". Output: frozen dataclasses below,
-consumed by shape inference (`infer.shape_logic`) and projection derivation.
+consumed by shape inference (`infer.logic` (reading `infer.relations`)) and projection derivation.
 """
 
 from __future__ import annotations

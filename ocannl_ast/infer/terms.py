@@ -1,7 +1,8 @@
 """Shape terms (seed 002): dims, dim variables, affine dims, rows with row variables.
 
-Input: built by `infer.shape_logic` from tensor shapes and einsum specs. Output: the terms
-the solver (`infer.solver`) unifies, bounds and closes. All terms are immutable.
+Input: built by `infer.logic` (reading `infer.relations`) from tensor shapes and einsum
+specs. Output: the terms the solver (`infer.solver`) unifies, bounds and closes. All terms
+are immutable.
 """
 
 from __future__ import annotations
