@@ -112,6 +112,8 @@ class Accum:
     #: per RHS buffer, its padding margins ((left, right) per axis; () when unpadded):
     #: lowering resets them to the accumulator's neutral element before the accumulation
     rhs_margins: tuple[tuple[tuple[int, int], ...], ...] = ()
+    #: the margins' value; None: the neutral element of `accum`
+    margin_value: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -126,7 +126,8 @@ def apply_op(op: UnOp | BinOp | TernOp, args: list[Expr]) -> Expr:
 
 
 def _lower_accum(a: Accum, buffers: dict[int, Buffer]) -> Stmt:
-    resets = [_reset_margins(_use(b, buffers), m, NEUTRAL[a.accum])
+    value = NEUTRAL[a.accum] if a.margin_value is None else a.margin_value
+    resets = [_reset_margins(_use(b, buffers), m, value)
               for b, m in zip(a.rhs, a.rhs_margins, strict=False) if m]
     body = _lower_accum_body(a, buffers)
     return LSeq((*_unique(resets), body)) if resets else body

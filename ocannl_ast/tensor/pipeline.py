@@ -19,7 +19,7 @@ from ..lowering import assignments as A
 from ..lowering.asgn_verify import verify_asgn
 from ..lowering.loop_ir import IndexExpr, LoopProgram, Precision
 from ..lowering.loop_verify import verify_program
-from ..lowering.lower import free_symbols, lower
+from ..lowering.lower import NEUTRAL, free_symbols, lower
 from ..lowering.simplify import fold_zero_fills
 from .node import AccumItem, CheckItem, Code, FetchItem, Item, NodeRef, OpRecord, Tensor
 
@@ -145,7 +145,7 @@ def _assignment(it: Item, table: Mapping[OpRecord, A.Projections]) -> A.Asgn:
             p = _shift_into_margins(p, it)
             return A.Accum(it.lhs.buffer(), it.accum, it.initialize_neutral, it.expr,
                            tuple(r.buffer() for r in it.rhs), p, it.label,
-                           tuple(_margins(r) for r in it.rhs))
+                           tuple(_margins(r) for r in it.rhs), _margin_value(it))
         case FetchItem(node=n, op=op):
             return A.Fetch(n.buffer(), op, _margins(n))
         case CheckItem(symbol=s, tensor=t, code=c):
@@ -164,6 +164,16 @@ def _view(p: A.Projections, it: AccumItem) -> A.Projections:
                                                ref.tensor.dims()))
     return A.Projections(p.product, maps[0][0], tuple(m for m, _ in maps[1:]), maps[0][1],
                          tuple(d for _, d in maps[1:]), p.debug)
+
+
+def _margin_value(it: AccumItem) -> float | None:
+    """Margins read as the neutral element of the operation's forward accumulation (0 for a
+    sum, -inf for a max), in its gradient assignments too: a max-pool's backward compares
+    the margins with the max, which must never tie with -inf."""
+    for own in it.record.result._own.items:
+        if isinstance(own, AccumItem) and own.record is it.record and own.slots is None:
+            return NEUTRAL[own.accum]
+    return None
 
 
 def _margins(ref: NodeRef) -> padding.Margins:
