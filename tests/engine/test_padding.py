@@ -213,3 +213,19 @@ def test_bad_window_arguments_are_errors() -> None:
         oc.einsum_max("2*o<+k => o", oc.ndarray(np.ones(6)), window={"q": 2})
     with pytest.raises(oc.ShapeError, match="positive int"):
         oc.einsum_max("2*o<+k => o", oc.ndarray(np.ones(6)), window={"k": 0})
+
+
+def test_render_of_a_padded_conv_shows_margins_and_resets() -> None:
+    """Golden: a 2-D padded conv (3x3 kernel, stride 2) and a padded max-pool of the same
+    input: the input buffer carries margins (1+1 per spatial axis), each consumer resets
+    them first (0 for the sum, -inf for the max)."""
+    from golden_util import assert_golden
+
+    x = oc.ndarray(np.ones((4, 4, 2)), label="img")
+    w = oc.ndarray(np.ones((3, 3, 2, 1)), label="kern")
+    conv = oc.einsum("2*oh=+kh, 2*ow=+kw, ic; kh, kw, ic, oc => oh, ow, oc", x, w)
+    pool = oc.einsum_max("oh=+kh, ow=+kw, c => oh, ow, c", x, window={"kh": 3, "kw": 3})
+    both = oc.einsum("a, b, c; d, e, f => a, b, c, d, e, f", conv, pool)
+    text = oc.render(both.forward)
+    assert "margins" in text and "-INFINITY" in text.upper()
+    assert_golden("padding_conv_pool.c", text)
