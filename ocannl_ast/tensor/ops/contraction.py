@@ -9,9 +9,8 @@ side by side. Input: tensors and einsum specs. Output: result Tensors.
 from __future__ import annotations
 
 import inspect
-from typing import Any
-
 from collections.abc import Mapping
+from typing import Any
 
 from ...errors import OcannlError, ShapeError, user_span
 from ...infer.logic import Compose, Einsum
@@ -21,8 +20,8 @@ from .. import validate
 from ..builders import accum, prim
 from ..node import Code, NodeRef, Tensor
 from .base import Asn, apply
-from .pooling import window_operand
 from .pointwise import eq, where
+from .pooling import window_operand
 
 cd = make_decorator("cd", "ocannl_ast.tensor.dsl")
 

@@ -12,7 +12,6 @@ projections are those of OCANNL's binary form.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 import numpy as np
 
