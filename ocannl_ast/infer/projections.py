@@ -16,6 +16,7 @@ from ..errors import ShapeError
 from ..lowering.assignments import Projections
 from ..lowering.ids import fresh_id
 from ..lowering.loop_ir import IndexExpr, Symbol
+from .padding import padding_margins
 from .relations import (
     DropLeadingAxis,
     Logic,
@@ -87,6 +88,7 @@ class _Derived:
     offset: int
     kernel: str | None
     dilation: int
+    use_padding: bool = False
 
 
 class _Derivation:
@@ -184,11 +186,9 @@ class _Derivation:
             case Wildcard():
                 pass
             case Affine(stride=st, over=over, offset=off, conv=conv):
-                if conv is not None and conv.use_padding:
-                    raise ShapeError("padded convolution ('=+') projections are not supported "
-                                     "yet")
                 kern, dil = (conv.kernel, conv.dilation) if conv else (None, 0)
-                self.derived[i] = _Derived(st, over, off, kern, dil)
+                self.derived[i] = _Derived(st, over, off, kern, dil,
+                                           conv is not None and conv.use_padding)
             case Concat():
                 raise ShapeError("concatenation ('^') projections are not supported yet")
             case _:
@@ -224,15 +224,18 @@ class _Derivation:
         for t in self.ids:
             flat = [i for row in t for i in row]
             maps.append([None if i in self.derived else cls(i) for i in flat])
-        for m, t in zip(maps, self.ids, strict=True):
+        margins: list[tuple[int, int, int, int]] = []
+        for slot, (m, t) in enumerate(zip(maps, self.ids, strict=True)):
             flat = [i for row in t for i in row]
             for k, i in enumerate(flat):
                 if m[k] is None:
-                    m[k] = self.affine_index(self.derived[i], cls)
+                    m[k], pad = self.affine_index(self.derived[i], cls)
+                    if pad != (0, 0):
+                        margins.append((slot, k, *pad))
         full = [tuple(x for x in m if x is not None) for m in maps]
         dims = [tuple(n for row in t for n in row) for t in self.tensors]
         return Projections(tuple(product), full[0], tuple(full[1:]), dims[0], tuple(dims[1:]),
-                           self.uf.op)
+                           self.uf.op, tuple(margins))
 
     def virtual_labels(self) -> None:
         """A label seen only inside affine axes gets a class sized from the affine axis."""
@@ -243,7 +246,7 @@ class _Derivation:
             if d.over in self.labels:
                 continue
             n = self.uf.size[i]
-            if d.kernel is None:
+            if d.kernel is None or d.use_padding:
                 over = n // d.stride
             else:
                 k = self.uf.size[self.uf.find(self.labels[d.kernel][0])]
@@ -256,16 +259,22 @@ class _Derivation:
         for i, d in sorted(self.derived.items()):
             over = self.uf.size[self.uf.find(self.labels[d.over][0])]
             k = 1 if d.kernel is None else self.uf.size[self.uf.find(self.labels[d.kernel][0])]
-            if over == 0 or k == 0:
-                continue  # the axis is never addressed
+            if over == 0 or k == 0 or d.use_padding:
+                continue  # never addressed, or the buffer's margins absorb the overrun
             top = d.stride * (over - 1) + d.offset + d.dilation * (k - 1)
             if top >= self.uf.size[i]:
                 raise ShapeError(f"projections of {self.uf.op}: the affine index reaches "
                                  f"position {top} of an axis of size {self.uf.size[i]}")
 
-    def affine_index(self, d: _Derived, cls: _ClassIndex) -> IndexExpr:
+    def affine_index(self, d: _Derived, cls: _ClassIndex) -> tuple[IndexExpr, tuple[int, int]]:
+        """Second stratum: `stride*over + dilation*kernel + offset - left`, and the margins
+        (left, right) a padded axis needs (`infer.padding`)."""
         terms: dict[Symbol, int] = {}
-        offset = d.offset
+        pad = (0, 0)
+        if d.use_padding and d.kernel is not None:
+            k = self.uf.size[self.uf.find(self.labels[d.kernel][0])]
+            pad = padding_margins(k, d.dilation)
+        offset = d.offset - pad[0]
         parts = [(d.stride, cls(self.labels[d.over][0]))]
         if d.kernel is not None:
             parts.append((d.dilation, cls(self.labels[d.kernel][0])))
@@ -273,7 +282,7 @@ class _Derivation:
             offset += coeff * ix.offset
             for c, s in ix.terms:
                 terms[s] = terms.get(s, 0) + coeff * c
-        return IndexExpr(tuple((c, s) for s, c in terms.items() if c != 0), offset)
+        return IndexExpr(tuple((c, s) for s, c in terms.items() if c != 0), offset), pad
 
 
 _ClassIndex = Callable[[int], IndexExpr]

@@ -22,6 +22,8 @@ class Projections:
     lhs_dims: tuple[int, ...]
     rhs_dims: tuple[tuple[int, ...], ...]
     debug: str = ""
+    #: padded affine axes: (slot, flat axis, left, right) margins this operation needs
+    margins: tuple[tuple[int, int, int, int], ...] = ()
 
     def slot(self, i: int) -> tuple[tuple[IndexExpr, ...], tuple[int, ...]]:
         return (self.lhs, self.lhs_dims) if i == 0 else (self.rhs[i - 1], self.rhs_dims[i - 1])
@@ -107,6 +109,11 @@ class Accum:
     rhs: tuple[Buffer, ...]  #: read tensors, indexed by projections.rhs
     projections: Projections
     label: str = ""  #: for printing: which tensor operation built it
+    #: per RHS buffer, its padding margins ((left, right) per axis; () when unpadded):
+    #: lowering resets them to the accumulator's neutral element before the accumulation
+    rhs_margins: tuple[tuple[tuple[int, int], ...], ...] = ()
+    #: the margins' value; None: the neutral element of `accum`
+    margin_value: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +142,9 @@ FetchOp = ConstantFill | RangeOverOffsets | RandomUniform
 class Fetch:
     buffer: Buffer
     op: FetchOp
+    #: padding margins of the buffer ((left, right) per axis; () when unpadded): per-cell
+    #: fetches cover the interior only, with the logical offsets
+    margins: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

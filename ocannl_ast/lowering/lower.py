@@ -33,6 +33,7 @@ from .loop_ir import (
     BinOp,
     Buffer,
     CheckIndex,
+    Comment,
     Const,
     DeclLocal,
     Expr,
@@ -92,8 +93,8 @@ def _lower(code: Asgn, buffers: dict[int, Buffer]) -> Stmt:
             return LSeq(tuple(_lower(x, buffers) for x in items))
         case Accum():
             return _lower_accum(code, buffers)
-        case Fetch(buffer=buf, op=op):
-            return _lower_fetch(_use(buf, buffers), op)
+        case Fetch(buffer=buf, op=op, margins=m):
+            return _lower_fetch(_use(buf, buffers), op, m)
         case CheckStatic(symbol=sym, bound=bound, code=err):
             return CheckIndex(IndexExpr(((1, sym),), 0), bound, err)
         case _:
@@ -125,6 +126,46 @@ def apply_op(op: UnOp | BinOp | TernOp, args: list[Expr]) -> Expr:
 
 
 def _lower_accum(a: Accum, buffers: dict[int, Buffer]) -> Stmt:
+    value = NEUTRAL[a.accum] if a.margin_value is None else a.margin_value
+    resets = [_reset_margins(_use(b, buffers), m, value)
+              for b, m in zip(a.rhs, a.rhs_margins, strict=False) if m]
+    body = _lower_accum_body(a, buffers)
+    return LSeq((*_unique(resets), body)) if resets else body
+
+
+def _unique(stmts: list[Stmt]) -> list[Stmt]:
+    out: list[Stmt] = []
+    for s in stmts:
+        if s not in out:
+            out.append(s)
+    return out
+
+
+def _reset_margins(buf: Buffer, margins: tuple[tuple[int, int], ...], value: float) -> Stmt:
+    """Padding (seed 001): the margins read as the consuming accumulation's neutral element,
+    so each padded axis's left and right slabs (all other axes in full) are set to it."""
+    pads = " ".join(f"{lo}+{hi}" for lo, hi in margins)
+    stmts: list[Stmt] = [Comment(f"padding: reset the margins ({pads}) of {buf.name} "
+                                 f"{list(buf.dims)} to {value:g}")]
+    for axis, (left, right) in enumerate(margins):
+        for start, width in ((0, left), (buf.dims[axis] - right, right)):
+            if width == 0:
+                continue
+            loops: list[tuple[Symbol, int]] = []
+            index: list[IndexExpr] = []
+            for j, d in enumerate(buf.dims):
+                n = width if j == axis else d
+                if n == 1:
+                    index.append(IndexExpr((), start if j == axis else 0))
+                    continue
+                s = Symbol(fresh_id(), "m")
+                loops.append((s, n))
+                index.append(IndexExpr(((1, s),), start if j == axis else 0))
+            stmts.append(_nest(loops, SetCell(buf, tuple(index), Const(value))))
+    return LSeq(tuple(stmts))
+
+
+def _lower_accum_body(a: Accum, buffers: dict[int, Buffer]) -> Stmt:
     p = a.projections
     lhs = _use(a.lhs, buffers)
     args: list[Expr] = [Get(_use(x, buffers), p.rhs[k]) for k, x in enumerate(a.rhs)]
@@ -187,19 +228,23 @@ def _nest(loops: list[tuple[Symbol, int]], body: Stmt) -> Stmt:
     return body
 
 
-def _cell_loops(buf: Buffer) -> tuple[list[tuple[Symbol, int]], tuple[IndexExpr, ...], IndexExpr]:
-    """Loops over every cell of a buffer, its index, and its linear offset."""
+def _cell_loops(buf: Buffer, margins: tuple[tuple[int, int], ...] = ()
+                ) -> tuple[list[tuple[Symbol, int]], tuple[IndexExpr, ...], IndexExpr]:
+    """Loops over every interior cell of a buffer (margins excluded), its index, and its
+    logical linear offset."""
     loops: list[tuple[Symbol, int]] = []
     index: list[IndexExpr] = []
     stride, terms = 1, []
-    for d in reversed(buf.dims):
+    pads = margins or tuple((0, 0) for _ in buf.dims)
+    for d_buf, (lo, hi) in zip(reversed(buf.dims), reversed(pads), strict=True):
+        d = d_buf - lo - hi
         if d != 1:  # a size-0 axis: a loop that runs zero times
             s = Symbol(fresh_id(), "c")
             loops.append((s, d))
-            index.append(IndexExpr(((1, s),), 0))
+            index.append(IndexExpr(((1, s),), lo))
             terms.append((stride, s))
         else:
-            index.append(IndexExpr((), 0))
+            index.append(IndexExpr((), lo))
         stride *= d
     loops.reverse()
     index.reverse()
@@ -213,15 +258,16 @@ def _offset_value(offset: IndexExpr) -> Expr:
     return out
 
 
-def _lower_fetch(buf: Buffer, op: ConstantFill | RangeOverOffsets | RandomUniform) -> Stmt:
+def _lower_fetch(buf: Buffer, op: ConstantFill | RangeOverOffsets | RandomUniform,
+                 margins: tuple[tuple[int, int], ...] = ()) -> Stmt:
     match op:
         case ConstantFill(value=v):
             return Fill(buf, v)
         case RangeOverOffsets():
-            loops, index, offset = _cell_loops(buf)
+            loops, index, offset = _cell_loops(buf, margins)
             return _nest(loops, SetCell(buf, index, _offset_value(offset)))
         case RandomUniform(key=key, low=lo, high=hi):
-            loops, index, offset = _cell_loops(buf)
+            loops, index, offset = _cell_loops(buf, margins)
             u: Expr = ThreefryUniform(key, offset)
             val = u
             if (lo, hi) != (0.0, 1.0):

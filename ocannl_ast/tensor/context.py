@@ -17,7 +17,7 @@ from ..lowering import assignments as A
 from ..lowering.loop_ir import BinOp, Buffer, LoopProgram, Precision
 from ..lowering.threefry import threefry4x32
 from . import pipeline, validate
-from .node import Code, FetchItem, Init, NodeRef, Tensor, concat
+from .node import BUFFER_MARGINS, Code, FetchItem, Init, NodeRef, Tensor, concat
 from .pipeline import held_out, init_deps
 
 _routine_ids = itertools.count(1)
@@ -74,8 +74,14 @@ class Context:
     # ---- host data ---------------------------------------------------------------------
 
     def array(self, buf: Buffer) -> np.ndarray:
+        """The host array of a buffer (margins included). A buffer set or read before its
+        padding margins were frozen is re-laid out, keeping its logical values."""
         with self.lock:
             arr = self.arrays.get(buf.id)
+            if arr is not None and arr.shape != buf.dims:
+                new = np.zeros(buf.dims, dtype=self.dtype)
+                new[_interior(buf.id, buf.dims)] = arr
+                arr = self.arrays[buf.id] = new
             if arr is None:
                 arr = np.zeros(buf.dims, dtype=self.dtype)
                 self.arrays[buf.id] = arr
@@ -91,7 +97,7 @@ class Context:
             if buf.id not in self.available:
                 raise RuntimeDataError(f"'{ref.tensor.label}' ({ref.kind}) has no value in "
                                        "this context: nothing set or computed it yet", user_span())
-            return self.array(buf).copy()
+            return self.array(buf)[_interior(buf.id, buf.dims)].copy()
 
     def set(self, x: Tensor | NodeRef, values: Any) -> None:
         """Set a tensor's value from host data of its exact dims."""
@@ -100,13 +106,14 @@ class Context:
         with self.lock:
             pipeline.close_tensors([ref.tensor])
             buf = ref.buffer()
+            dims = ref.tensor.dims()
             arr = np.asarray(values, dtype=self.dtype)
-            if arr.shape != buf.dims and arr.size == int(np.prod(buf.dims)) and arr.ndim <= 1:
-                arr = arr.reshape(buf.dims)
-            if arr.shape != buf.dims:
-                raise RuntimeDataError(f"'{ref.tensor.label}' has dims {buf.dims}, got data "
+            if arr.shape != dims and arr.size == int(np.prod(dims)) and arr.ndim <= 1:
+                arr = arr.reshape(dims)
+            if arr.shape != dims:
+                raise RuntimeDataError(f"'{ref.tensor.label}' has dims {dims}, got data "
                                        f"of shape {arr.shape}", user_span())
-            self.array(buf)[...] = arr
+            self.array(buf)[_interior(buf.id, buf.dims)] = arr
             self.available.add(buf.id)
             if ref.kind == "value":
                 self.initialized.add(ref.tensor.id)
@@ -196,6 +203,14 @@ class Context:
             return Code((FetchItem(buf, A.RandomUniform(param_key(t.id), -1.0, 1.0)),))
         raise RuntimeDataError(f"'{t.label}' has no value: set it with ctx.set(...) before "
                                "running code that reads it")
+
+
+def _interior(buf_id: int, dims: tuple[int, ...]) -> tuple[slice, ...]:
+    """The logical (unpadded) part of a buffer of these dims: users see unpadded values."""
+    m = BUFFER_MARGINS.get(buf_id)
+    if m is None or len(m) != len(dims):
+        return tuple(slice(None) for _ in dims)
+    return tuple(slice(lo, d - hi) for d, (lo, hi) in zip(dims, m, strict=True))
 
 
 def default_context(backend: str = "c", *, precision: str = "float32") -> Context:

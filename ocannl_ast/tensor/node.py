@@ -17,6 +17,7 @@ from typing import Any, assert_never
 
 from ..errors import ArgumentError, Span, user_span
 from ..infer.logic import Logic
+from ..infer.padding import Margins, padded_dims
 from ..infer.shape import Shape
 from ..lowering import assignments as A
 from ..lowering.loop_ir import BinOp, Buffer, Symbol
@@ -58,6 +59,10 @@ def _ident(label: str) -> str:
     return s if s and not s[0].isdigit() else f"t_{s}"
 
 
+#: buffer id -> the frozen margins of its tensor (for host views of padded buffers)
+BUFFER_MARGINS: dict[int, Margins] = {}
+
+
 class Tensor:
     """A tensor expression node. Build with operators, `oc.einsum`, `oc.param`, ...
 
@@ -85,6 +90,9 @@ class Tensor:
         self._own = Code()  #: this tensor's own op_asn code (without embedded children)
         self.init_code = Code()  #: PARAM/CONST with a tensor-expression init: the copy
         self._grad_code: Code | None = None
+        #: padding margins of the buffers (value and grad), per axis; None: unpadded
+        self.margins: Margins | None = None
+        self.margins_frozen = False  #: set when first lowered: the buffers are allocated
 
     # ---- nodes ---------------------------------------------------------------------
 
@@ -101,7 +109,19 @@ class Tensor:
             raise ArgumentError(f"tensor '{self.label}' is not differentiable: it has no grad",
                                 user_span())
         return Buffer(2 * self.id + (kind == "grad"),
-                      _ident(self.label) + ("_grad" if kind == "grad" else ""), self.dims())
+                      _ident(self.label) + ("_grad" if kind == "grad" else ""),
+                      padded_dims(self.dims(), self.margins))
+
+    def base(self) -> Tensor:
+        """The tensor owning the buffers (an alias's target)."""
+        return self.alias_of.tensor.base() if self.alias_of is not None else self
+
+    def freeze_margins(self) -> None:
+        """Fix the buffer layout (seed 001: margins are committed at finalization)."""
+        base = self.base()
+        base.margins_frozen = True
+        if base.margins is not None:
+            BUFFER_MARGINS[2 * base.id] = BUFFER_MARGINS[2 * base.id + 1] = base.margins
 
     @property
     def value(self) -> NodeRef:

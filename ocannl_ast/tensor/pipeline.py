@@ -13,12 +13,13 @@ from dataclasses import dataclass
 from typing import Any, assert_never
 
 from ..errors import ShapeError
+from ..infer import padding
 from ..infer.projections import derive_projections as derive_record_projections
 from ..lowering import assignments as A
 from ..lowering.asgn_verify import verify_asgn
 from ..lowering.loop_ir import IndexExpr, LoopProgram, Precision
 from ..lowering.loop_verify import verify_program
-from ..lowering.lower import free_symbols, lower
+from ..lowering.lower import NEUTRAL, free_symbols, lower
 from ..lowering.simplify import fold_zero_fills
 from .node import AccumItem, CheckItem, Code, FetchItem, Item, NodeRef, OpRecord, Tensor
 
@@ -93,7 +94,28 @@ def derive_projections(code: Code, opts: Options) -> ProjectedCode:
     for it in code.items:
         if isinstance(it, AccumItem) and it.record not in table:
             table[it.record] = record_projections(it.record)
+    for rec, p in table.items():
+        widen_margins(rec, p)
+    for t in code.tensors():
+        t.freeze_margins()
     return ProjectedCode(code, table)
+
+
+def widen_margins(rec: OpRecord, p: A.Projections) -> None:
+    """Padding inference (seed 001): each padded axis an operation addresses widens its
+    tensor's margins to the running maximum; a tensor already lowered keeps its layout."""
+    for slot, axis, left, right in p.margins:
+        t = (rec.result if slot == 0 else rec.operands[slot - 1]).base()
+        cur = t.margins or tuple((0, 0) for _ in t.dims())
+        new = padding.widen(cur, axis, (left, right))
+        if new == cur:
+            continue
+        if t.margins_frozen:
+            raise ShapeError(f"'{t.label}' needs padding margins {new[axis]} on axis {axis} "
+                             f"for '{rec.name}', but its buffers were already laid out with "
+                             f"{cur[axis]} by an earlier compilation: compile its padded "
+                             "readers first (or together)", rec.span)
+        t.margins = new
 
 
 def record_projections(rec: OpRecord) -> A.Projections:
@@ -120,10 +142,12 @@ def _assignment(it: Item, table: Mapping[OpRecord, A.Projections]) -> A.Asgn:
             p = table[it.record]
             if it.slots is not None:
                 p = _view(p, it)
+            p = _shift_into_margins(p, it)
             return A.Accum(it.lhs.buffer(), it.accum, it.initialize_neutral, it.expr,
-                           tuple(r.buffer() for r in it.rhs), p, it.label)
+                           tuple(r.buffer() for r in it.rhs), p, it.label,
+                           tuple(_margins(r) for r in it.rhs), _margin_value(it))
         case FetchItem(node=n, op=op):
-            return A.Fetch(n.buffer(), op)
+            return A.Fetch(n.buffer(), op, _margins(n))
         case CheckItem(symbol=s, tensor=t, code=c):
             return A.CheckStatic(s, t.dims()[0], c)
         case _:
@@ -138,6 +162,41 @@ def _view(p: A.Projections, it: AccumItem) -> A.Projections:
     for ref, s in zip(refs, it.slots, strict=True):
         maps.append(p.slot(s) if s >= 0 else (_slotless_index(ref, it.record),
                                                ref.tensor.dims()))
+    return A.Projections(p.product, maps[0][0], tuple(m for m, _ in maps[1:]), maps[0][1],
+                         tuple(d for _, d in maps[1:]), p.debug)
+
+
+def _margin_value(it: AccumItem) -> float | None:
+    """Margins read as the neutral element of the operation's forward accumulation (0 for a
+    sum, -inf for a max), in its gradient assignments too: a max-pool's backward compares
+    the margins with the max, which must never tie with -inf."""
+    for own in it.record.result._own.items:
+        if isinstance(own, AccumItem) and own.record is it.record and own.slots is None:
+            return NEUTRAL[own.accum]
+    return None
+
+
+def _margins(ref: NodeRef) -> padding.Margins:
+    """The frozen margins of a reference's buffer; () when unpadded."""
+    m = ref.tensor.base().margins
+    return () if m is None or not any(lo or hi for lo, hi in m) else m
+
+
+def _shift_into_margins(p: A.Projections, it: AccumItem) -> A.Projections:
+    """Index maps over buffers: a padded axis's index moves right by its left margin, dims
+    are the buffer's (the logical shape plus the margins)."""
+    refs = (it.lhs, *it.rhs)
+    if not any(_margins(r) for r in refs):
+        return p
+    maps = []
+    for i, ref in enumerate(refs):
+        index, dims = p.slot(i)
+        m = _margins(ref)
+        if m:
+            index = tuple(IndexExpr(ix.terms, ix.offset + lo) for ix, (lo, _) in zip(index, m,
+                                                                                 strict=True))
+            dims = padding.padded_dims(dims, m)
+        maps.append((index, dims))
     return A.Projections(p.product, maps[0][0], tuple(m for m, _ in maps[1:]), maps[0][1],
                          tuple(d for _, d in maps[1:]), p.debug)
 

@@ -9,9 +9,10 @@ side by side. Input: tensors and einsum specs. Output: result Tensors.
 from __future__ import annotations
 
 import inspect
+from collections.abc import Mapping
 from typing import Any
 
-from ...errors import OcannlError, user_span
+from ...errors import OcannlError, ShapeError, user_span
 from ...infer.logic import Compose, Einsum
 from ...infer.spec_parser import parse_spec
 from ...rewrite import make_decorator
@@ -20,6 +21,7 @@ from ..builders import accum, prim
 from ..node import Code, NodeRef, Tensor
 from .base import Asn, apply
 from .pointwise import eq, where
+from .pooling import window_operand
 
 cd = make_decorator("cd", "ocannl_ast.tensor.dsl")
 
@@ -80,13 +82,19 @@ def _sig(names: list[str]) -> inspect.Signature:
 _EINSUM_ASNS: dict[int, tuple[Asn, Asn]] = {}
 
 
-def einsum(spec: str, *tensors: Any) -> Tensor:
+def einsum(spec: str, *tensors: Any, window: Mapping[str, int] | None = None) -> Tensor:
     """Generalized einsum with sum accumulation, 1..n operands (OCANNL `++`, `+*`).
 
-    Example: ``einsum("ij;jk=>ik", a, b)`` is a matrix product.
+    `window` names labels that index no operand with their sizes (a pooling window, see
+    `ops.pooling`): they are summed over, as with a kernel of ones.
+    Example: ``einsum("ij;jk=>ik", a, b)`` is a matrix product;
+    ``einsum("2*o<+k => o", x, window={"k": 2})`` sums pairs.
     """
     validate.spec_and_operands("einsum", spec, tensors)
     parsed = parse_spec(spec)
+    if window is not None:
+        parsed, ones = window_operand(spec, window, 1.0)
+        tensors = (*tensors, ones)
     n = len(tensors)
     if n not in _EINSUM_ASNS:
         _EINSUM_ASNS[n] = _einsum_asns(n)
@@ -119,7 +127,8 @@ def _max_grad2(v, g, v1, v2, g1, g2, projections):
     g2 += where(eq(v1 + v2, v), g / ties_lhs, 0.0)
 
 
-def einsum_max(spec: str, a: Any, b: Any = None) -> Tensor:
+def einsum_max(spec: str, a: Any, b: Any = None, *,
+               window: Mapping[str, int] | None = None) -> Tensor:
     """Max-reduce (OCANNL `@^^`), or with two operands max of a + b (`@^+`, tropical).
 
     Gradient: each output cell's incoming gradient goes to the positions of the reduction
@@ -131,6 +140,11 @@ def einsum_max(spec: str, a: Any, b: Any = None) -> Tensor:
     """
     validate.spec_and_operands("einsum_max", spec, (a,) if b is None else (a, b))
     parsed = parse_spec(spec)
+    if window is not None:  # unary pooling: max over a + 0 on the window (`ops.pooling`)
+        if b is not None:
+            raise ShapeError("einsum_max: window= is for the unary form", user_span())
+        parsed, zeros = window_operand(spec, window, 0.0)
+        return apply("einsum_max", Einsum(parsed), _max_op2, _max_grad2, a, zeros)
     if b is None:
         return apply("einsum_max", Einsum(parsed), _max_op1, _max_grad1, a)
     return apply("einsum_max", Einsum(parsed), _max_op2, _max_grad2, a, b)
