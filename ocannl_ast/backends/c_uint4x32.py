@@ -45,8 +45,8 @@ THREEFRY = "\n".join([
     "/* Threefry-4x32-20 (Random123): key k, counter c */",
     f"{{Q}} {TYPE} ocannl_threefry4x32({TYPE} k, {TYPE} c) {{{{",
     f"  const uint32_t k4 = 0x{KS_PARITY:08X}u ^ k.v[0] ^ k.v[1] ^ k.v[2] ^ k.v[3];",
-    "  uint32_t x0 = c.v[0] + k.v[0], x1 = c.v[1] + k.v[1], x2 = c.v[2] + k.v[2],"
-    " x3 = c.v[3] + k.v[3];",
+    ("  uint32_t x0 = c.v[0] + k.v[0], x1 = c.v[1] + k.v[1], x2 = c.v[2] + k.v[2],"
+     " x3 = c.v[3] + k.v[3];"),
     *_rounds(),
     f"  {TYPE} out = {{{{ {{{{ x0, x1, x2, x3 }}}} }}}};",
     "  return out;",

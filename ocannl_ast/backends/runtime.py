@@ -7,7 +7,6 @@ writeable where written, no aliasing of written buffers) before C ever sees it.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
