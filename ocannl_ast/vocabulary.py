@@ -48,6 +48,9 @@ class BinOp(enum.Enum):
     SAT01_GATE = "sat01_gate"  # b if 0 < a < 1 else 0 (the derivative gate of sat01)
     OR = "or"  # 1 if a != 0 or b != 0 else 0
     AND = "and"  # 1 if a != 0 and b != 0 else 0
+    #: Threefry-4x32-20 (OCANNL `^^^^`): key a, counter b, both uint4x32 (a float operand is
+    #: converted: its integer value in words 0-1); the result is a uint4x32 word
+    THREEFRY4X32 = "threefry4x32"
 
 
 class TernOp(enum.Enum):
@@ -55,11 +58,18 @@ class TernOp(enum.Enum):
     FMA = "fma"  # a * b + c
 
 
+class VecUnOp(enum.Enum):
+    """Vectorized unary operations (seed 001): one read writes several output cells."""
+
+    #: a uint4x32 word -> 16 / bytes(precision) uniforms in [0, 1) (4 in f32, 2 in f64)
+    UINT4X32_TO_PREC_UNIFORM = "uint4x32_to_prec_uniform"
+
+
 Prim = UnOp | BinOp | TernOp
 
 #: @cd spellings of the primitives (OCANNL's `unop_cd_syntax` / `binop_cd_fallback_syntax`;
 #: `or_`/`and_` keep OCANNL's trailing underscore). Not here: OCANNL's `mod_` (its float
-#: modulo sign convention is not pinned down) and `threefry4x32` (a later issue).
+#: modulo sign convention is not pinned down). `threefry4x32` is OCANNL's `^^^^`.
 UNARY: dict[str, UnOp] = {op.value: op for op in UnOp}
 BINARY: dict[str, BinOp] = {
     **{op.value: op for op in BinOp if op not in (BinOp.ARG1, BinOp.ARG2, BinOp.OR, BinOp.AND)},
@@ -75,7 +85,6 @@ PRIMS: dict[str, Prim] = {**UNARY, **BINARY, **TERNARY}
 #: decoration time names the reason).
 UNSUPPORTED: dict[str, str] = {
     "mod_": "its floating-point modulo convention is not pinned down yet",
-    "threefry4x32": "counter-based random bits as a binary primitive belong to a later issue",
 }
 
 

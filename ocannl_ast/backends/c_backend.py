@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import assert_never
 
 from ocannl_ast.backends.c_syntax import ASCII_WORD, C, CSyntax, c_const, c_ident
+from ocannl_ast.backends.c_uint4x32 import TYPE as U4
 from ocannl_ast.backends.compiler import (
     DEFAULT_OPT_FLAGS,
     build_cached,
@@ -41,6 +42,7 @@ from ocannl_ast.lowering.loop_ir import (
     Noop,
     Seq,
     SetCell,
+    SetFromVec,
     SetLocal,
     Stmt,
     Symbol,
@@ -143,7 +145,8 @@ class _CRenderer:
             for coeff, sym in e.terms:
                 terms[sym] = terms.get(sym, 0) + coeff * stride
             offset += e.offset * stride
-        return self.syntax.cell(self.buffers[buf], self.affine(terms, offset))
+        name = f"(({U4}*){self.buffers[buf]})" if buf.uint4x32 else self.buffers[buf]
+        return self.syntax.cell(name, self.affine(terms, offset))
 
     def op(self, op: UnOp | BinOp | TernOp, *args: str) -> str:
         text, helpers = self.syntax.op(op, self.words, args)
@@ -161,11 +164,13 @@ class _CRenderer:
             case SymbolValue(symbol=sym):
                 return self.syntax.cast(self.words["T"], self.sym(sym))
             case Unary(op=op, arg=arg):
-                return self.op(op, self.expr(arg))
+                return self.op(op, self.num(arg))
+            case Binary(op=BinOp.THREEFRY4X32, lhs=lhs, rhs=rhs):
+                return self.op(BinOp.THREEFRY4X32, self.word(lhs), self.word(rhs))
             case Binary(op=op, lhs=lhs, rhs=rhs):
-                return self.op(op, self.expr(lhs), self.expr(rhs))
+                return self.op(op, self.num(lhs), self.num(rhs))
             case Ternary(op=op, a=a, b=b, c=c):
-                return self.op(op, self.expr(a), self.expr(b), self.expr(c))
+                return self.op(op, self.num(a), self.num(b), self.num(c))
             case ThreefryUniform(key=key, counter=counter):
                 self.threefry = True
                 return self.syntax.uniform_call(self.words, key, self.index(counter))
@@ -173,7 +178,21 @@ class _CRenderer:
                 assert_never(e)
 
     def value(self, e: Expr) -> str:
-        return _strip_outer(self.expr(e))
+        return _strip_outer(self.num(e))
+
+    def num(self, e: Expr) -> str:
+        """`e` as a number of the routine's precision (a uint4x32 word gives its word 0)."""
+        if not _is_word(e):
+            return self.expr(e)
+        self.helpers.add("u4")
+        return f"ocannl_u4_to_{self.words['p']}({_strip_outer(self.expr(e))})"
+
+    def word(self, e: Expr) -> str:
+        """`e` as a uint4x32 word (a number gives its integer value in words 0 and 1)."""
+        if _is_word(e):
+            return self.expr(e)
+        self.helpers.add("u4")
+        return f"ocannl_to_u4_{self.words['p']}({_strip_outer(self.expr(e))})"
 
     def stmt(self, s: Stmt, depth: int, out: list[str]) -> None:
         pad = "  " * depth
@@ -187,7 +206,14 @@ class _CRenderer:
             case ForLoop(symbol=sym, extent=extent, body=body):
                 self.for_loop(sym, extent, body, depth, out)
             case SetCell(buffer=buf, index=index, value=value):
-                out.append(f"{pad}{self.cell(buf, index)} = {self.value(value)};")
+                text = self.word(value) if buf.uint4x32 else self.value(value)
+                out.append(f"{pad}{self.cell(buf, index)} = {_strip_outer(text)};")
+            case SetFromVec(buffer=buf, vector=vec, value=value, length=n):
+                self.helpers.update(("u4", "vec_uniform"))
+                start = f"{n} * ({self.index(vec)})"
+                total = math.prod(buf.dims)
+                out.append(f"{pad}ocannl_vec_uniform_{self.words['p']}({self.buffers[buf]} + "
+                           f"{start}, {total} - {start}, {_strip_outer(self.word(value))});")
             case DeclLocal(name=name, init=init):
                 out.append(f"{pad}{self.words['T']} {self.local(name)} = {self.value(init)};")
             case SetLocal(name=name, value=value):
@@ -224,7 +250,22 @@ class _CRenderer:
         name = self.buffers.get(buf)
         if name is None:
             raise BackendError(f"{self.prog.name}: buffer {buf.name!r} is not a parameter")
+        if buf.uint4x32:
+            self.helpers.add("u4")
+            word = f"ocannl_to_u4_{self.words['p']}({self.syntax.const(value, self.prog.precision)})"
+            return self.syntax.fill(f"(({U4}*){name})", math.prod(buf.dims), word)
         return self.syntax.fill(name, math.prod(buf.dims), self.syntax.const(value, self.prog.precision))
+
+
+def _is_word(e: Expr) -> bool:
+    """Whether an expression is a uint4x32 word (a read of a uint4x32 buffer, threefry)."""
+    match e:
+        case Get(buffer=buf):
+            return buf.uint4x32
+        case Binary(op=op):
+            return op is BinOp.THREEFRY4X32
+        case _:
+            return False
 
 
 def _unique(name: str, taken: set[str]) -> str:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ocannl_ast.backends import c_uint4x32
 from ocannl_ast.lowering.loop_ir import BinOp, Precision, TernOp, UnOp
 from ocannl_ast.lowering.threefry import KS_PARITY, ROTATIONS, ROUNDS
 
@@ -66,6 +67,7 @@ OPS: dict[UnOp | BinOp | TernOp, Spelling] = {
     BinOp.SAT01_GATE: Spelling("ocannl_sat01_gate_{p}({0}, {1})", "sat01_gate"),
     BinOp.OR: Spelling("(({T})(({0} != {z}) | ({1} != {z})))"),  # no short-circuit branch
     BinOp.AND: Spelling("(({T})(({0} != {z}) & ({1} != {z})))"),
+    BinOp.THREEFRY4X32: Spelling("ocannl_threefry4x32({0}, {1})", "threefry4x32"),
     TernOp.WHERE: Spelling("ocannl_select_{p}({0} != {z}, {1}, {2})", "select"),
     TernOp.FMA: Spelling("fma{f}({0}, {1}, {2})"),
 }
@@ -99,9 +101,10 @@ HELPERS: dict[str, str] = {
     "sat01_gate": "{Q} {T} ocannl_sat01_gate_{p}({T} a, {T} b) "
     "{{ return ocannl_select_{p}((a > {z}) & (a < {o}), b, {z}); }}",
 }
+HELPERS.update(c_uint4x32.HELPERS)
 HELPER_DEPS: dict[str, tuple[str, ...]] = {"max": ("select",), "min": ("select",),
                                             "sign": ("select",), "sat01": ("select",),
-                                            "sat01_gate": ("select",)}
+                                            "sat01_gate": ("select",), **c_uint4x32.DEPS}
 
 C_KEYWORDS = frozenset((
     "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else",

@@ -7,7 +7,6 @@ writeable where written, no aliasing of written buffers) before C ever sees it.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,8 +28,10 @@ from ocannl_ast.lowering.loop_ir import (
     Precision,
     Seq,
     SetCell,
+    SetFromVec,
     SetLocal,
     Stmt,
+    cell_elems,
 )
 
 NUMPY_DTYPE = {Precision.FLOAT32: np.dtype(np.float32), Precision.FLOAT64: np.dtype(np.float64)}
@@ -106,7 +107,7 @@ class CompiledRoutine:
         self._ctype = f"{library.c_type}[]"
         self._dtype = NUMPY_DTYPE[prog.precision]
         self._buffers = prog.buffers
-        self._sizes = tuple(math.prod(b.dims) for b in prog.buffers)
+        self._sizes = tuple(cell_elems(b, prog.precision) for b in prog.buffers)
         self._written = tuple(b in _written_buffers(prog.body) for b in prog.buffers)
         self._n_static = len(prog.static_args)
         self._checks = dict(library.checks)
@@ -185,7 +186,7 @@ def _written_buffers(s: Stmt) -> set[Buffer]:
             return set().union(*(_written_buffers(x) for x in stmts))
         case ForLoop(body=body):
             return _written_buffers(body)
-        case SetCell(buffer=buf) | Fill(buffer=buf):
+        case SetCell(buffer=buf) | Fill(buffer=buf) | SetFromVec(buffer=buf):
             return {buf}
         case _:
             assert_never(s)

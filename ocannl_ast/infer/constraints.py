@@ -100,7 +100,27 @@ class DimAtLeast:
     origin: Origin = field(default=NO_ORIGIN, compare=False)
 
 
-Constraint = DimEq | RowEq | DimIneq | RowIneq | TotalElems | DimAtLeast
+@dataclass(frozen=True, slots=True)
+class StridedVar:
+    """Seed 001's Strided_var numerator: `coeff * var` elements, `var` a dim to solve (the
+    element count at the other end of a vectorized operation)."""
+
+    coeff: int
+    var: DimTerm
+
+
+@dataclass(frozen=True, slots=True)
+class RowsTotal:
+    """Seed 001's Total_elems over a whole tensor: its rows (row variables included) have
+    `numerator` elements: a literal count (Num_elems) or a StridedVar. Solved by
+    `infer.elems`."""
+
+    rows: tuple[Row, ...]
+    numerator: int | StridedVar
+    origin: Origin = field(default=NO_ORIGIN, compare=False)
+
+
+Constraint = DimEq | RowEq | DimIneq | RowIneq | TotalElems | DimAtLeast | RowsTotal
 
 
 class Substitution(Protocol):
@@ -127,5 +147,10 @@ def constraint_vars(c: Constraint, out: set[tuple[str, int]],
             row_vars(sr(r), out)
         case DimAtLeast(d=d):
             dim_vars(sd(d), out)
+        case RowsTotal(rows=rs, numerator=num):
+            for r in rs:
+                row_vars(sr(r), out)
+            if isinstance(num, StridedVar):
+                dim_vars(sd(num.var), out)
         case _:
             raise AssertionError(c)

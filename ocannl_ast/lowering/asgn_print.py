@@ -81,6 +81,8 @@ def print_asgn(code: A.Asgn) -> str:
                 lines.append(f"{b.name} := fetch {_fetch(op)}")
             case A.CheckStatic(symbol=s, bound=bound, code=code):
                 lines.append(f"check 0 <= ${s.name} < {bound} else {code}")
+            case A.VecSet(lhs=lhs, op=op, rhs=rhs, length=k):
+                lines.append(f"{lhs.name} := {op.value}({rhs.name}) x{k}")
             case _:
                 assert_never(c)
 

@@ -69,6 +69,11 @@ class _Checker:
                     self.report("sequence", "a Noop inside a Seq (seq() drops them)")
             case A.Seq(items=items):
                 self.seq(items, top)
+            case A.VecSet(lhs=lhs, rhs=rhs, length=n):
+                self.buffer(lhs, f"vector write into {lhs.name!r}")
+                self.buffer(rhs, f"vector read of {rhs.name!r}")
+                if n < 1 or not rhs.uint4x32 or lhs.uint4x32:
+                    self.report(f"vector write into {lhs.name!r}", "needs uint4x32 -> numbers")
             case _:
                 assert_never(a)
 

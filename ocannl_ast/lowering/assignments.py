@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .loop_ir import BinOp, Buffer, IndexExpr, Symbol, TernOp, UnOp
+from .loop_ir import BinOp, Buffer, IndexExpr, Symbol, TernOp, UnOp, VecUnOp
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,7 +166,19 @@ class Seq:
     items: tuple[Asgn, ...]
 
 
-Asgn = Accum | Fetch | CheckStatic | Noop | Seq
+@dataclass(frozen=True, slots=True)
+class VecSet:
+    """A vectorized operation (seed 001): each cell of `rhs` (read in layout order) writes
+    `length` consecutive cells of `lhs` (the last vector may be cut at the end of `lhs`)."""
+
+    lhs: Buffer
+    op: VecUnOp
+    rhs: Buffer
+    length: int  #: 16 / bytes of the precision the operation was built for
+    label: str = ""
+
+
+Asgn = Accum | Fetch | CheckStatic | Noop | Seq | VecSet
 
 
 def seq(*items: Asgn) -> Asgn:

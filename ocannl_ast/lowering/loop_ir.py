@@ -10,7 +10,7 @@ import enum
 from dataclasses import dataclass
 
 # The primitive enums are the shared operator vocabulary (re-exported for the backends).
-from ..vocabulary import BinOp, TernOp, UnOp
+from ..vocabulary import BinOp, TernOp, UnOp, VecUnOp
 
 
 class Precision(enum.Enum):
@@ -33,6 +33,9 @@ class Buffer:
     id: int  #: identity of the tensor node (value or grad)
     name: str  #: readable, C-identifier-safe name, unique within a program
     dims: tuple[int, ...]  #: logical extents; () is a scalar of one cell
+    #: cells are uint4x32 words (16 bytes: `vec_length(precision)` elements of the
+    #: routine's array per cell) rather than numbers of the routine's precision
+    uint4x32: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,7 +163,20 @@ class CheckIndex:
     code: int  #: nonzero error code the routine returns
 
 
-Stmt = Noop | Comment | Seq | ForLoop | SetCell | DeclLocal | SetLocal | Fill | CheckIndex
+@dataclass(frozen=True, slots=True)
+class SetFromVec:
+    """Seed 001's Set_from_vec: one read of the uint4x32 `value` writes `length` consecutive
+    cells of `buffer`, from flat cell `length * vector` on (fewer at the buffer's end)."""
+
+    buffer: Buffer
+    vector: IndexExpr  #: which vector: flat offset in units of `length` cells
+    op: VecUnOp
+    value: Expr
+    length: int
+
+
+Stmt = (Noop | Comment | Seq | ForLoop | SetCell | DeclLocal | SetLocal | Fill | CheckIndex
+        | SetFromVec)
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,3 +202,16 @@ def index_of(sym: Symbol, coeff: int = 1, offset: int = 0) -> IndexExpr:
 def const_index(offset: int) -> IndexExpr:
     """A fixed index. Example: ``const_index(0)``."""
     return IndexExpr((), offset)
+
+
+def vec_length(precision: Precision) -> int:
+    """Cells one uint4x32 word (16 bytes) yields: 4 in float32, 2 in float64."""
+    return 16 // (4 if precision is Precision.FLOAT32 else 8)
+
+
+def cell_elems(buf: Buffer, precision: Precision) -> int:
+    """Elements of the routine's precision the buffer's array holds."""
+    n = 1
+    for d in buf.dims:
+        n *= d
+    return n * (vec_length(precision) if buf.uint4x32 else 1)

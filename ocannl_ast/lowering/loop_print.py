@@ -27,6 +27,7 @@ from ocannl_ast.lowering.loop_ir import (
     Precision,
     Seq,
     SetCell,
+    SetFromVec,
     SetLocal,
     Stmt,
     Symbol,
@@ -195,6 +196,9 @@ def _stmt_lines(s: Stmt, names: SymbolNames, depth: int, out: list[str]) -> None
         case CheckIndex(index=index, bound=bound, code=code):
             idx = format_index(index, names)
             out.append(f"{pad}check 0 <= {idx} < {bound} else return {code}")
+        case SetFromVec(buffer=buf, vector=vec, op=op, value=value, length=n):
+            out.append(f"{pad}{buf.name}[{n} * ({format_index(vec, names)}) + 0..{n}] := "
+                       f"{op.value}({expr_text(value, names)})")
         case _:
             assert_never(s)
 

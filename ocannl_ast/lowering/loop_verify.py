@@ -27,6 +27,7 @@ from ocannl_ast.lowering.loop_ir import (
     Noop,
     Seq,
     SetCell,
+    SetFromVec,
     SetLocal,
     Stmt,
     Symbol,
@@ -184,6 +185,13 @@ class _Checker:
                 self.check_buffer(buf, f"fill of {buf.name!r}")
             case CheckIndex():
                 self.check_check_index(s, scope)
+            case SetFromVec(buffer=buf, vector=vec, value=value, length=n):
+                where = f"vector write to {buf.name!r}"
+                self.check_buffer(buf, where)
+                self.check_index(vec, scope, where)
+                self.check_expr(value, scope, where)
+                if n < 1 or buf.uint4x32:
+                    self.report(where, f"length {n} into a uint4x32={buf.uint4x32} buffer")
             case _:
                 assert_never(s)
 

@@ -7,10 +7,12 @@ Input: an `Asgn` tree. Output: a `LoopProgram` over every buffer it touches.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Iterator
 from typing import assert_never
 
 from .. import vocabulary
+from ..errors import ShapeError
 from .assignments import (
     Accum,
     Arg,
@@ -26,6 +28,7 @@ from .assignments import (
     RhsExpr,
     Seq,
     StaticValue,
+    VecSet,
 )
 from .ids import fresh_id
 from .loop_ir import (
@@ -45,6 +48,7 @@ from .loop_ir import (
     LoopProgram,
     Precision,
     SetCell,
+    SetFromVec,
     SetLocal,
     Stmt,
     Symbol,
@@ -79,7 +83,7 @@ def _use(buf: Buffer, buffers: dict[int, Buffer]) -> Buffer:
         name, k = buf.name, 1
         while name in taken:
             name, k = f"{buf.name}_{k}", k + 1
-        known = buffers[buf.id] = Buffer(buf.id, name, buf.dims)
+        known = buffers[buf.id] = Buffer(buf.id, name, buf.dims, buf.uint4x32)
     if known.dims != buf.dims:
         raise ValueError(f"buffer {buf.name} used with dims {buf.dims} and {known.dims}")
     return known
@@ -97,8 +101,21 @@ def _lower(code: Asgn, buffers: dict[int, Buffer]) -> Stmt:
             return _lower_fetch(_use(buf, buffers), op, m)
         case CheckStatic(symbol=sym, bound=bound, code=err):
             return CheckIndex(IndexExpr(((1, sym),), 0), bound, err)
+        case VecSet():
+            return _lower_vec(code, buffers)
         case _:
             assert_never(code)
+
+
+def _lower_vec(v: VecSet, buffers: dict[int, Buffer]) -> Stmt:
+    """Set_from_vec: one loop over the input cells, each writing `length` output cells."""
+    lhs, rhs = _use(v.lhs, buffers), _use(v.rhs, buffers)
+    n_out, n_in = math.prod(lhs.dims), math.prod(rhs.dims)
+    if lhs.uint4x32 or -(-n_out // v.length) != n_in:
+        raise ShapeError(f"{v.label or v.op.value}: {n_in} input cells cannot fill {n_out} "
+                         f"output cells {v.length} at a time")
+    loops, index, offset = _cell_loops(rhs)
+    return _nest(loops, SetFromVec(lhs, offset, v.op, Get(rhs, index), v.length))
 
 
 def rhs_expr(e: RhsExpr, args: list[Expr]) -> Expr:
@@ -329,6 +346,9 @@ def _free(s: Stmt, bound: frozenset[Symbol], out: set[Symbol]) -> None:
             _free_expr(v, bound, out)
         case CheckIndex(index=ix):
             _free_ix(ix, bound, out)
+        case SetFromVec(vector=ix, value=v):
+            _free_ix(ix, bound, out)
+            _free_expr(v, bound, out)
         case _:
             # Comment nodes carry no symbols
             pass

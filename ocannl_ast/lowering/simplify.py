@@ -20,7 +20,7 @@ def _flatten(code: A.Asgn) -> list[A.Asgn]:
             return [x for it in items for x in _flatten(it)]
         case A.Noop():
             return []
-        case A.Accum() | A.Fetch() | A.CheckStatic():
+        case A.Accum() | A.Fetch() | A.CheckStatic() | A.VecSet():
             return [code]
         case _:
             assert_never(code)
@@ -44,6 +44,9 @@ def fold_zero_fills(code: A.Asgn) -> A.Asgn:
                 if fill is not None and acc == BinOp.ADD and not init:
                     dropped.add(fill)
                     items[pos] = dataclasses.replace(it, initialize_neutral=True)
+            case A.VecSet(lhs=lhs, rhs=r):
+                pending.pop(lhs.id, None)
+                pending.pop(r.id, None)
             case A.CheckStatic():
                 pass
             case _:

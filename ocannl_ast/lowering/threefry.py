@@ -90,3 +90,33 @@ def uniform_cells(key: tuple[int, int, int, int], n: int) -> npt.NDArray[np.floa
     counters = np.zeros((n, 4), np.uint32)
     counters[:, 0] = np.arange(n, dtype=np.uint64).astype(np.uint32)
     return uniform_from_word0(threefry4x32(key, counters))
+
+
+def threefry4x32_words(keys: npt.ArrayLike, counters: npt.ArrayLike) -> U32Array:
+    """Threefry-4x32-20 with a key per row: the `threefry4x32` primitive (OCANNL `^^^^`) on
+    (n, 4) uint32 keys and counters. Example: ``threefry4x32_words(np.zeros((1, 4)),
+    np.zeros((1, 4)))`` is Random123's all-zero known answer."""
+    k = np.asarray(keys, dtype=np.uint32).reshape(-1, 4)
+    c = np.asarray(counters, dtype=np.uint32).reshape(-1, 4)
+    rows = [threefry4x32(tuple(int(w) for w in kr), cr[None, :])[0]  # type: ignore[arg-type]
+            for kr, cr in zip(k, c, strict=True)]
+    return np.stack(rows) if rows else np.zeros((0, 4), np.uint32)
+
+
+def number_to_words(values: npt.ArrayLike) -> U32Array:
+    """A number as a uint4x32 word: its integer value (64-bit) in words 0 and 1."""
+    n = np.asarray(values, dtype=np.float64).astype(np.int64).astype(np.uint64).ravel()
+    out = np.zeros((n.size, 4), np.uint32)
+    out[:, 0] = (n & np.uint64(_MASK32)).astype(np.uint32)
+    out[:, 1] = (n >> np.uint64(32)).astype(np.uint32)
+    return out
+
+
+def uniform_from_words(words: npt.ArrayLike, precision: str) -> npt.NDArray[np.float64]:
+    """`uint4x32_to_prec_uniform` of (n, 4) words, flattened: float32 gives 4 uniforms per
+    word (each word's top 24 bits), float64 gives 2 (each word pair's top 53 bits)."""
+    w = np.asarray(words, dtype=np.uint32).reshape(-1, 4)
+    if precision == "float32":
+        return ((w >> np.uint32(8)).astype(np.float64) * 2.0**-24).ravel()
+    pairs = (w[:, 0::2].astype(np.uint64) << np.uint64(32)) | w[:, 1::2].astype(np.uint64)
+    return ((pairs >> np.uint64(11)).astype(np.float64) * 2.0**-53).ravel()

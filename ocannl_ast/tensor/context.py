@@ -293,6 +293,10 @@ def read_write_sets(asgn: A.Asgn) -> tuple[set[int], set[int]]:
                 writes.add(lhs.id)
             case A.Fetch(buffer=b):
                 writes.add(b.id)
+            case A.VecSet(lhs=lhs, rhs=rhs):
+                if rhs.id not in writes:
+                    reads.add(rhs.id)
+                writes.add(lhs.id)
             case A.CheckStatic() | A.Noop():
                 pass
             case A.Seq(items=items):
