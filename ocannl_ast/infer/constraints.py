@@ -99,7 +99,18 @@ class DimAtLeast:
     origin: Origin = field(default=NO_ORIGIN, compare=False)
 
 
-Constraint = DimEq | RowEq | DimIneq | RowIneq | TotalElems | DimAtLeast
+@dataclass(frozen=True, slots=True)
+class ConcatSum:
+    """A concatenated axis (seed 004): `total` is the sum of `parts`; `discardable` marks
+    the parts the spec lets fall to 0 (the empty summand, guessed by closing)."""
+
+    total: DimTerm
+    parts: tuple[DimTerm, ...]
+    discardable: tuple[bool, ...]
+    origin: Origin = field(default=NO_ORIGIN, compare=False)
+
+
+Constraint = DimEq | RowEq | DimIneq | RowIneq | TotalElems | DimAtLeast | ConcatSum
 
 
 class Substitution(Protocol):
@@ -126,5 +137,8 @@ def constraint_vars(c: Constraint, out: set[tuple[str, int]],
             row_vars(sr(r), out)
         case DimAtLeast(d=d):
             dim_vars(sd(d), out)
+        case ConcatSum(total=t, parts=ps):
+            for d in (t, *ps):
+                dim_vars(sd(d), out)
         case _:
             raise AssertionError(c)

@@ -11,7 +11,18 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..errors import ShapeError
-from .constraints import Constraint, DimAtLeast, DimEq, DimIneq, Origin, RowEq, RowIneq, TotalElems
+from .concat import process_sum
+from .constraints import (
+    ConcatSum,
+    Constraint,
+    DimAtLeast,
+    DimEq,
+    DimIneq,
+    Origin,
+    RowEq,
+    RowIneq,
+    TotalElems,
+)
 from .rank_cycles import rank_cycle
 from .terms import AffineDim, Dim, DimTerm, DimVar, Row, RowVar, dim_size, kernel_span, show_dim
 
@@ -45,6 +56,8 @@ def process(s: Solver, c: Constraint) -> bool:
             return _total_elems(s, s.subst_row(r), n, o)
         case DimAtLeast(d=d, n=n, origin=o):
             return _dim_at_least(s.subst_dim(d), n, o)
+        case ConcatSum():
+            return process_sum(s, c)
         case _:
             raise AssertionError(c)
 

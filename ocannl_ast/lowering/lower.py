@@ -11,10 +11,12 @@ from collections.abc import Iterator
 from typing import assert_never
 
 from .. import vocabulary
+from . import coupled
 from .assignments import (
     Accum,
     Arg,
     Asgn,
+    Block,
     CheckStatic,
     ConstantFill,
     Fetch,
@@ -23,6 +25,7 @@ from .assignments import (
     Prim,
     RandomUniform,
     RangeOverOffsets,
+    RevSides,
     RhsExpr,
     Seq,
     StaticValue,
@@ -90,8 +93,18 @@ def _lower(code: Asgn, buffers: dict[int, Buffer]) -> Stmt:
             return LNoop()
         case Seq(items=items):
             return LSeq(tuple(_lower(x, buffers) for x in items))
+        case Accum() if code.projections.factors:
+            return coupled.lower_accum(code, _use(code.lhs, buffers),
+                                       [_use(x, buffers) for x in code.rhs],
+                                       lambda args: rhs_expr(code.expr, args))
         case Accum():
             return _lower_accum(code, buffers)
+        case Block():
+            return coupled.lower_block(code, _use(code.lhs, buffers),
+                                       [_use(x, buffers) for x in code.rhs])
+        case RevSides():
+            return coupled.lower_rev_sides(code, _use(code.src, buffers),
+                                           [_use(x, buffers) for x in code.targets])
         case Fetch(buffer=buf, op=op):
             return _lower_fetch(_use(buf, buffers), op)
         case CheckStatic(symbol=sym, bound=bound, code=err):

@@ -116,6 +116,14 @@ def to_assignments(pc: ProjectedCode, opts: Options) -> A.Asgn:
 
 def _assignment(it: Item, table: Mapping[OpRecord, A.Projections]) -> A.Asgn:
     match it:
+        case AccumItem(form="block"):
+            p = _view(table[it.record], it) if it.slots is not None else table[it.record]
+            return A.Block(it.lhs.buffer(), it.accum, it.initialize_neutral,
+                           tuple(r.buffer() for r in it.rhs), p, it.label)
+        case AccumItem(form="rev_sides"):
+            p = _view(table[it.record], it) if it.slots is not None else table[it.record]
+            return A.RevSides(it.lhs.buffer(), it.accum, tuple(r.buffer() for r in it.rhs), p,
+                              it.label)
         case AccumItem():
             p = table[it.record]
             if it.slots is not None:
@@ -134,12 +142,12 @@ def _view(p: A.Projections, it: AccumItem) -> A.Projections:
     """The projections an assignment reads through slots (seed 000: g1 =+ g * v2)."""
     assert it.slots is not None
     refs = (it.lhs, *it.rhs)
-    maps: list[tuple[tuple[IndexExpr, ...], tuple[int, ...]]] = []
+    maps: list[tuple[tuple[A.ProjIndex, ...], tuple[int, ...]]] = []
     for ref, s in zip(refs, it.slots, strict=True):
         maps.append(p.slot(s) if s >= 0 else (_slotless_index(ref, it.record),
                                                ref.tensor.dims()))
     return A.Projections(p.product, maps[0][0], tuple(m for m, _ in maps[1:]), maps[0][1],
-                         tuple(d for _, d in maps[1:]), p.debug)
+                         tuple(d for _, d in maps[1:]), p.debug, p.factors)
 
 
 def _slotless_index(ref: NodeRef, record: OpRecord) -> tuple[IndexExpr, ...]:
