@@ -10,7 +10,7 @@ from typing import assert_never
 
 from ..vocabulary import accum_spelling
 from . import assignments as A
-from .loop_ir import BinOp, IndexExpr, Symbol, TernOp, UnOp
+from .loop_ir import BinOp, Symbol, TernOp, UnOp
 
 _INFIX = {BinOp.ADD: "+", BinOp.SUB: "-", BinOp.MUL: "*", BinOp.DIV: "/", BinOp.POW: "**"}
 

@@ -64,6 +64,14 @@ def _resolve(index: tuple[ProjIndex, ...], active: set[Symbol],
     return tuple(out)
 
 
+def flat(index: tuple[ProjIndex, ...]) -> tuple[IndexExpr, ...]:
+    """An index map without concatenated axes (projections without coupled factors)."""
+    out = tuple(ix for ix in index if isinstance(ix, IndexExpr))
+    if len(out) != len(index):
+        raise ShapeError("internal: a concatenated axis outside a coupled factor")
+    return out
+
+
 def pieces(p: Projections) -> list[Piece]:
     """Every choice of one active component per factor (empty components skipped)."""
     coupled = {s for f in p.factors for s, _ in f}

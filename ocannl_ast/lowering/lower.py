@@ -140,7 +140,9 @@ def apply_op(op: UnOp | BinOp | TernOp, args: list[Expr]) -> Expr:
 def _lower_accum(a: Accum, buffers: dict[int, Buffer]) -> Stmt:
     p = a.projections
     lhs = _use(a.lhs, buffers)
-    args: list[Expr] = [Get(_use(x, buffers), p.rhs[k]) for k, x in enumerate(a.rhs)]
+    lhs_ix = coupled.flat(p.lhs)
+    args: list[Expr] = [Get(_use(x, buffers), coupled.flat(p.rhs[k]))
+                        for k, x in enumerate(a.rhs)]
     val = rhs_expr(a.expr, args)
     reds = set(p.reduction_iterators())
     outer = [(s, n) for s, n in p.product if s not in reds]
@@ -148,12 +150,12 @@ def _lower_accum(a: Accum, buffers: dict[int, Buffer]) -> Stmt:
     injective, surjective = p.lhs_injective(), p.lhs_surjective()
     stmts: list[Stmt] = []
     if a.accum == BinOp.ARG2:
-        body: Stmt = _nest(outer + inner, SetCell(lhs, p.lhs, val))
+        body: Stmt = _nest(outer + inner, SetCell(lhs, lhs_ix, val))
         if a.initialize_neutral and not surjective:
             # OCANNL `=:` erases: cells the projection never writes read the neutral 0
             return LSeq((Fill(lhs, NEUTRAL[a.accum]), body))
         return body
-    local = bool(inner) and _outer_injective(p.lhs, {s for s, _ in outer})
+    local = bool(inner) and _outer_injective(lhs_ix, {s for s, _ in outer})
     plain = a.initialize_neutral and injective and a.accum in PLAIN_WRITE_OK
     # A plain write or a local accumulator (starting from the neutral element) writes every
     # written cell once: only unwritten cells (non-surjective map) need the neutral element;
@@ -161,12 +163,12 @@ def _lower_accum(a: Accum, buffers: dict[int, Buffer]) -> Stmt:
     if a.initialize_neutral and not (surjective and (plain or local)):
         stmts.append(Fill(lhs, NEUTRAL[a.accum]))
     if plain:
-        stmts.append(_nest(outer, SetCell(lhs, p.lhs, val)))
+        stmts.append(_nest(outer, SetCell(lhs, lhs_ix, val)))
     elif local:
-        stmts.append(_nest(outer, _local_reduction(a, lhs, p.lhs, val, inner)))
+        stmts.append(_nest(outer, _local_reduction(a, lhs, lhs_ix, val, inner)))
     else:
-        stmts.append(_nest(outer + inner, SetCell(lhs, p.lhs,
-                                                   Binary(a.accum, Get(lhs, p.lhs), val))))
+        stmts.append(_nest(outer + inner, SetCell(lhs, lhs_ix,
+                                                   Binary(a.accum, Get(lhs, lhs_ix), val))))
     return stmts[0] if len(stmts) == 1 else LSeq(tuple(stmts))
 
 
