@@ -92,8 +92,9 @@ class Coupling:
         for i, names, _ in self.axes:
             for n in names:
                 if n not in labels:
-                    raise ShapeError(f"projections of {self.op}: the size of concatenation "
-                                     f"component '{n}' is not determined")
+                    raise ShapeError(f"projections of {self.op}: cannot tell how the "
+                                     f"concatenated axis splits: the size of component '{n}' "
+                                     "is not determined (give it, e.g. an integer component)")
                 roots[n] = uf.find(labels[n][0])
             total = sum(uf.size[roots[n]] for n in names)
             if total != uf.size[i]:

@@ -14,8 +14,10 @@ from typing import Any, assert_never
 
 from ..errors import ShapeError
 from ..infer.projections import derive_projections as derive_record_projections
+from ..infer.relations import logic_name
 from ..lowering import assignments as A
 from ..lowering.asgn_verify import verify_asgn
+from ..lowering.coupled import check_cover
 from ..lowering.loop_ir import IndexExpr, LoopProgram, Precision
 from ..lowering.loop_verify import verify_program
 from ..lowering.lower import free_symbols, lower
@@ -118,6 +120,10 @@ def _assignment(it: Item, table: Mapping[OpRecord, A.Projections]) -> A.Asgn:
     match it:
         case AccumItem(form="block"):
             p = _view(table[it.record], it) if it.slots is not None else table[it.record]
+            try:
+                check_cover(p, f"{it.record.name} ({logic_name(it.record.logic)})")
+            except ShapeError as e:
+                raise e.with_span(it.record.span) from None
             return A.Block(it.lhs.buffer(), it.accum, it.initialize_neutral,
                            tuple(r.buffer() for r in it.rhs), p, it.label)
         case AccumItem(form="rev_sides"):
