@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 from ..errors import ShapeError
+from . import concat
 from .constraints import Origin
 from .lub import Bounds, one_bounded_ids
 from .terms import Dim, DimVar, Row, RowVar, dim_vars
@@ -90,6 +91,8 @@ def _close_step(s: Solver, shapes: list[ClosableShape], rows: RowOccs, dims: Dim
         return True
     if leaf_rows:
         _close_leaf_rows_empty(s, sorted(leaf_rows), rows, o)
+        return True
+    if concat.close_step(s):  # the empty summand (0) before the broadcast unit (1)
         return True
     return _close_dims(s, bounds, dims, leaf_dims, o)
 

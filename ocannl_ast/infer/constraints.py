@@ -120,7 +120,19 @@ class RowsTotal:
     origin: Origin = field(default=NO_ORIGIN, compare=False)
 
 
-Constraint = DimEq | RowEq | DimIneq | RowIneq | TotalElems | DimAtLeast | RowsTotal
+@dataclass(frozen=True, slots=True)
+class ConcatSum:
+    """A concatenated axis (seed 004): `total` is the sum of `parts`; `discardable` marks
+    the parts the spec lets fall to 0 (the empty summand, guessed by closing)."""
+
+    total: DimTerm
+    parts: tuple[DimTerm, ...]
+    discardable: tuple[bool, ...]
+    origin: Origin = field(default=NO_ORIGIN, compare=False)
+
+
+Constraint = (DimEq | RowEq | DimIneq | RowIneq | TotalElems | DimAtLeast | ConcatSum
+              | RowsTotal)
 
 
 class Substitution(Protocol):
@@ -152,5 +164,8 @@ def constraint_vars(c: Constraint, out: set[tuple[str, int]],
                 row_vars(sr(r), out)
             if isinstance(num, StridedVar):
                 dim_vars(sd(num.var), out)
+        case ConcatSum(total=t, parts=ps):
+            for d in (t, *ps):
+                dim_vars(sd(d), out)
         case _:
             raise AssertionError(c)

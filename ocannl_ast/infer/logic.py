@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import assert_never
 
 from ..errors import ShapeError
-from .constraints import Constraint, DimAtLeast, Origin, RowEq, RowIneq
+from .concat import AxisKey, discardable
+from .constraints import ConcatSum, Constraint, DimAtLeast, Origin, RowEq, RowIneq
 from .relations import (
     BatchSlice,
     Compose,
@@ -33,7 +34,7 @@ from .relations import (
 from .shape import Shape
 from .solver import Solver
 from .spec_ast import Affine, AxisSpec, Concat, EinsumSpec, FixedIndex, Label, RowSpec, Wildcard
-from .terms import AffineDim, ConvPart, DimTerm, DimVar, Kind, Row, RowVar
+from .terms import AffineDim, ConvPart, Dim, DimTerm, DimVar, Kind, Row, RowVar
 
 __all__ = ["BatchSlice", "Compose", "Einsum", "Logic", "Pointwise", "Terminal", "Transpose",
            "logic_name", "logic_of_string", "row_var_key", "shape_constraints"]
@@ -82,13 +83,26 @@ class _SpecVars:
         self.labels: dict[str, DimVar] = {}
         self.rows: dict[str, RowVar] = {}
         self.fixed: list[tuple[DimVar, int]] = []  #: fixed-index axes and their index
+        #: concatenated axes: total, parts, discardable flags (seed 004)
+        self.sums: list[tuple[DimVar, tuple[DimTerm, ...], tuple[bool, ...]]] = []
+        self.verdicts: dict[AxisKey, tuple[bool, ...]] = {}
+        self.where: tuple[int, Kind] = (0, Kind.OUTPUT)  #: the row being read
+
+    def concat(self, ax: Concat, pos: int) -> DimVar:
+        """A concatenated axis: a fresh total, the sum of its components (ints are sizes)."""
+        parts = tuple(Dim(c) if isinstance(c, int) else self.label(c.name)
+                      for c in ax.components)
+        flags = self.verdicts.get((*self.where, pos), tuple(False for _ in parts))
+        total = self.solver.fresh_dim("^")
+        self.sums.append((total, parts, flags))
+        return total
 
     def label(self, name: str) -> DimVar:
         if name not in self.labels:
             self.labels[name] = self.solver.fresh_dim(name)
         return self.labels[name]
 
-    def axis(self, ax: AxisSpec) -> DimTerm:
+    def axis(self, ax: AxisSpec, pos: int = 0) -> DimTerm:
         match ax:
             case Label(name=n):
                 return self.label(n)
@@ -104,15 +118,16 @@ class _SpecVars:
                     cp = ConvPart(conv.dilation, self.label(conv.kernel), conv.use_padding)
                 return AffineDim(st, self.label(over), off, cp)
             case Concat():
-                raise ShapeError("concatenation specs ('^') are not supported by the solver yet")
+                return self.concat(ax, pos)
             case _:
                 raise AssertionError(ax)
 
     def row(self, spec: RowSpec | None, kind: Kind) -> Row:
         if spec is None:
             return Row.closed(())
-        beg = tuple(self.axis(a) for a in spec.beg)
-        end = tuple(self.axis(a) for a in spec.end)
+        self.where = (self.where[0], kind)
+        beg = tuple(self.axis(a, j) for j, a in enumerate(spec.beg))
+        end = tuple(self.axis(a, len(spec.beg) + j) for j, a in enumerate(spec.end))
         if spec.var is None:
             return Row.closed(beg + end)
         key = row_var_key(spec.var, kind)
@@ -127,12 +142,17 @@ def _einsum_constraints(spec: EinsumSpec, solver: Solver, result: Shape, operand
         raise ShapeError(f'einsum spec "{spec.text}" has {len(spec.operands)} operand(s), '
                          f"called with {len(operands)}", origin.span)
     sv = _SpecVars(solver)
+    sv.verdicts = discardable(spec)
     out: list[Constraint] = []
-    for sh, ss in [(result, spec.result), *zip(operands, spec.operands, strict=True)]:
+    for slot, (sh, ss) in enumerate([(result, spec.result),
+                                     *zip(operands, spec.operands, strict=True)]):
+        sv.where = (slot, Kind.OUTPUT)
         for kind, rs in ((Kind.BATCH, ss.batch), (Kind.OUTPUT, ss.output),
                          (Kind.INPUT, ss.input)):
             where = f"{sh.label}.{kind.value} vs spec"
             out.append(RowEq(sh.row(kind), sv.row(rs, kind), origin.at(where)))
     for v, c in sv.fixed:
         out.append(DimAtLeast(v, c + 1, origin.at(f"fixed index {c}")))
+    for total, parts, flags in sv.sums:
+        out.append(ConcatSum(total, parts, flags, origin.at("concatenated axis")))
     return out

@@ -13,9 +13,11 @@ from dataclasses import dataclass
 from typing import assert_never
 
 from ..errors import ShapeError
-from ..lowering.assignments import Projections
+from ..lowering.assignments import Projections, ProjIndex
 from ..lowering.ids import fresh_id
 from ..lowering.loop_ir import IndexExpr, Symbol
+from .concat import discardable
+from .coupling import Coupling
 from .padding import padding_margins
 from .relations import (
     DropLeadingAxis,
@@ -101,6 +103,7 @@ class _Derivation:
         self.ids = [tuple(tuple(self.uf.new(n) for n in row) for row in t) for t in self.tensors]
         self.derived: dict[int, _Derived] = {}
         self.labels: dict[str, list[int]] = {}
+        self.concats = Coupling(self.uf.op)  #: concatenated axes (seed 004)
 
     def ineq(self, cur: tuple[int, ...], sub: tuple[int, ...]) -> None:
         """Rules 2, 3, 5: align from the right; a size-one sub axis is severed at 0."""
@@ -141,13 +144,15 @@ class _Derivation:
                 self.uf.pin_to(row(w)[0], sym)
                 self.equal(row(r), row(w)[1:])
             case SpecRows(spec=spec):
+                self.concats.verdicts = discardable(spec)
                 self.einsum([spec.result, *spec.operands])
             case _:
                 assert_never(rel)
 
     def einsum(self, specs: list[ShapeSpec]) -> None:
         segments: dict[str, list[tuple[int, ...]]] = {}
-        for ids, ss in zip(self.ids, specs, strict=True):
+        for slot, (ids, ss) in enumerate(zip(self.ids, specs, strict=True)):
+            self.concats.slot = slot
             for rs, row, kind in ((ss.batch, ids[0], Kind.BATCH), (ss.output, ids[1], Kind.OUTPUT),
                                   (ss.input, ids[2], Kind.INPUT)):
                 self.match_row(rs, row, kind, segments)
@@ -169,7 +174,10 @@ class _Derivation:
         if len(row) < nb + ne or (rs.var is None and len(row) != nb + ne):
             raise ShapeError(f"projections of {self.uf.op}: a row of {len(row)} axes does not "
                              f"match the spec's {nb + ne}")
-        for ax, i in zip(rs.beg + rs.end, row[:nb] + row[len(row) - ne:], strict=True):
+        self.concats.kind = kind
+        for pos, (ax, i) in enumerate(zip(rs.beg + rs.end, row[:nb] + row[len(row) - ne:],
+                                          strict=True)):
+            self.concats.pos = pos
             self.axis(ax, i)
         if rs.var is not None:
             segments.setdefault(row_var_key(rs.var, kind), []).append(row[nb:len(row) - ne])
@@ -189,8 +197,8 @@ class _Derivation:
                 kern, dil = (conv.kernel, conv.dilation) if conv else (None, 0)
                 self.derived[i] = _Derived(st, over, off, kern, dil,
                                            conv is not None and conv.use_padding)
-            case Concat():
-                raise ShapeError("concatenation ('^') projections are not supported yet")
+            case Concat(components=comps):
+                self.concats.add(i, comps, self.labels, self.uf.new)
             case _:
                 raise AssertionError(ax)
 
@@ -203,6 +211,7 @@ class _Derivation:
         self.check_affine_bounds()
         product: list[tuple[Symbol, int]] = []
         memo: dict[int, IndexExpr] = {}
+        factors, concat_ix = self.concats.couple(self.uf, self.labels, memo)
 
         def cls(i: int) -> IndexExpr:
             r = self.uf.find(i)
@@ -220,10 +229,11 @@ class _Derivation:
                     memo[r] = IndexExpr((), 0)
             return memo[r]
 
-        maps: list[list[IndexExpr | None]] = []
+        maps: list[list[ProjIndex | None]] = []
         for t in self.ids:
             flat = [i for row in t for i in row]
-            maps.append([None if i in self.derived else cls(i) for i in flat])
+            maps.append([concat_ix[i] if i in concat_ix else None if i in self.derived
+                         else cls(i) for i in flat])
         margins: list[tuple[int, int, int, int]] = []
         for slot, (m, t) in enumerate(zip(maps, self.ids, strict=True)):
             flat = [i for row in t for i in row]
@@ -235,7 +245,7 @@ class _Derivation:
         full = [tuple(x for x in m if x is not None) for m in maps]
         dims = [tuple(n for row in t for n in row) for t in self.tensors]
         return Projections(tuple(product), full[0], tuple(full[1:]), dims[0], tuple(dims[1:]),
-                           self.uf.op, tuple(margins))
+                           self.uf.op, margins=tuple(margins), factors=factors)
 
     def virtual_labels(self) -> None:
         """A label seen only inside affine axes gets a class sized from the affine axis."""

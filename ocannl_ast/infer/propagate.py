@@ -12,7 +12,9 @@ from typing import TYPE_CHECKING
 
 from ..errors import ShapeError
 from . import elems
+from .concat import process_sum
 from .constraints import (
+    ConcatSum,
     Constraint,
     DimAtLeast,
     DimEq,
@@ -58,6 +60,8 @@ def process(s: Solver, c: Constraint) -> bool:
             return _dim_at_least(s.subst_dim(d), n, o)
         case RowsTotal():
             return elems.rows_total(s, c)
+        case ConcatSum():
+            return process_sum(s, c)
         case _:
             raise AssertionError(c)
 

@@ -10,7 +10,7 @@ from typing import assert_never
 
 from ..vocabulary import accum_spelling
 from . import assignments as A
-from .loop_ir import BinOp, IndexExpr, Symbol, TernOp, UnOp
+from .loop_ir import BinOp, Symbol, TernOp, UnOp
 
 _INFIX = {BinOp.ADD: "+", BinOp.SUB: "-", BinOp.MUL: "*", BinOp.DIV: "/", BinOp.POW: "**"}
 
@@ -24,7 +24,10 @@ class _Names:
             self.names[s] = f"i{len(self.names)}"
         return self.names[s]
 
-    def index(self, ix: IndexExpr) -> str:
+    def index(self, ix: A.ProjIndex) -> str:
+        if isinstance(ix, A.ConcatIndex):
+            return "^".join(f"{self.sym(s)}+{off}" if off else self.sym(s)
+                            for s, off in ix.parts)
         parts = [(self.sym(s) if c == 1 else f"{c}*{self.sym(s)}") for c, s in ix.terms]
         if ix.offset or not parts:
             parts.append(str(ix.offset))
@@ -50,9 +53,25 @@ def _expr(e: A.RhsExpr, rhs: tuple[str, ...], n: _Names) -> str:
             assert_never(e)
 
 
+def _loops(p: A.Projections, n: _Names) -> str:
+    """Flat iterators, then each coupled factor as `(a<2 ; b<3)` (run one after another)."""
+    flat = [f"{n.sym(s)}<{ext}" for s, ext in p.product]
+    coupled = ["(" + " ; ".join(f"{n.sym(s)}<{ext}" for s, ext in f) + ")" for f in p.factors]
+    return " ".join(flat + coupled)
+
+
+def _block(lhs: str, op: str, sides: list[str], p: A.Projections, n: _Names, kind: str) -> str:
+    loops = _loops(p, n)
+    return f"{lhs} {op} {kind}({' | '.join(sides)})" + (f"   | {loops}" if loops else "")
+
+
+def _map(b: str, m: tuple[A.ProjIndex, ...], n: _Names) -> str:
+    return f"{b}[{','.join(n.index(ix) for ix in m)}]"
+
+
 def _accum(a: A.Accum, n: _Names) -> str:
     p = a.projections
-    loops = " ".join(f"{n.sym(s)}<{ext}" for s, ext in p.product)
+    loops = _loops(p, n)
     lhs = f"{a.lhs.name}[{','.join(n.index(ix) for ix in p.lhs)}]"
     rhs = tuple(f"{b.name}[{','.join(n.index(ix) for ix in m)}]"
                 for b, m in zip(a.rhs, p.rhs, strict=True))
@@ -77,6 +96,15 @@ def print_asgn(code: A.Asgn) -> str:
                     walk(x)
             case A.Accum():
                 lines.append(_accum(c, n))
+            case A.Block(lhs=lhs, rhs=rhs, projections=p):
+                op = accum_spelling(c.accum, c.initialize_neutral)
+                srcs = [_map(b.name, m, n) for b, m in zip(rhs, p.rhs, strict=True)]
+                lines.append(_block(_map(lhs.name, p.lhs, n), op, srcs, p, n, "block"))
+            case A.RevSides(src=src, targets=targets, projections=p):
+                op = accum_spelling(c.accum, False)
+                tgts = [_map(b.name, m, n) for b, m in zip(targets, p.rhs, strict=True)]
+                lines.append(_block("rev_sides(" + " | ".join(tgts) + ")", op,
+                                    [_map(src.name, p.lhs, n)], p, n, "from"))
             case A.Fetch(buffer=b, op=op):
                 lines.append(f"{b.name} := fetch {_fetch(op)}")
             case A.CheckStatic(symbol=s, bound=bound, code=code):

@@ -9,10 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import assert_never
 
-from ..errors import OcannlError
+from ..errors import OcannlError, ShapeError
 from ..vocabulary import ACCUM_OPS
 from . import assignments as A
-from .loop_ir import BinOp, Buffer, IndexExpr, Symbol, TernOp, UnOp
+from .coupled import check_cover
+from .loop_ir import BinOp, Buffer, Symbol, TernOp, UnOp
 
 #: the accumulators an assignment may use, read from the one vocabulary (`=:` is ARG2: the
 #: new value replaces the old)
@@ -38,6 +39,7 @@ def arity(op: UnOp | BinOp | TernOp) -> int:
 class _Checker:
     problems: list[str] = field(default_factory=list)
     buffers: dict[int, Buffer] = field(default_factory=dict)  #: id -> first declaration
+    _loops: list[tuple[Symbol, int]] = field(default_factory=list)  #: the current loops
 
     def report(self, where: str, message: str) -> None:
         self.problems.append(f"{where}: {message}")
@@ -56,6 +58,14 @@ class _Checker:
         match a:
             case A.Accum():
                 self.accum(a)
+            case A.Block(lhs=lhs, rhs=rhs, projections=p, label=lbl):
+                where = f"block into {lhs.name!r}" + (f" ({lbl})" if lbl else "")
+                self.sides(a.accum, lhs, rhs, p, where)
+                self.cover(p, where)
+            case A.RevSides(src=src, targets=targets, projections=p, label=lbl):
+                where = f"rev_sides from {src.name!r}" + (f" ({lbl})" if lbl else "")
+                self.sides(a.accum, src, targets, p, where)
+                self.cover(p, where)
             case A.Fetch(buffer=buf, op=op):
                 self.buffer(buf, f"fetch into {buf.name!r}")
                 self.fetch_op(op, f"fetch into {buf.name!r}")
@@ -109,6 +119,27 @@ class _Checker:
             self.report(where, f"operand {k} ({a.rhs[k].name!r}) is never read by the expression")
         self.projections(a, where)
 
+    def sides(self, acc: BinOp, one: Buffer, many: tuple[Buffer, ...], p: A.Projections,
+              where: str) -> None:
+        """A Block or Rev_sides: one buffer at projections.lhs, many at projections.rhs,
+        and concatenated axes to select among the many."""
+        self.buffer(one, where)
+        for b in many:
+            self.buffer(b, where)
+        if acc not in ACCUMULATORS:
+            self.report(where, f"{acc.value} is not an accumulation operator")
+        if not many:
+            self.report(where, "no sources")
+        if not p.factors:
+            self.report(where, "no concatenated axis (no coupled factor)")
+        self.index_maps(p, one, many, where)
+
+    def cover(self, p: A.Projections, where: str) -> None:
+        try:
+            check_cover(p, where)
+        except ShapeError as e:
+            self.report(where, str(e))
+
     def expr(self, e: A.RhsExpr, n_rhs: int, where: str) -> set[int]:
         """Check the expression; return the operand positions it reads."""
         match e:
@@ -127,30 +158,58 @@ class _Checker:
                 assert_never(e)
 
     def projections(self, a: A.Accum, where: str) -> None:
-        p = a.projections
-        iterators = [s for s, _ in p.product]
+        self.index_maps(a.projections, a.lhs, a.rhs, where)
+
+    def index_maps(self, p: A.Projections, lhs: Buffer, rhs: tuple[Buffer, ...],
+                   where: str) -> None:
+        loops = list(p.product) + [x for f in p.factors for x in f]
+        iterators = [s for s, _ in loops]
         if len(set(iterators)) != len(iterators):
             self.report(where, "an iterator appears twice in the product space")
-        for s, extent in p.product:
+        for s, extent in loops:
             if extent < 0:
                 self.report(where, f"iterator {s.name}#{s.id} has negative extent {extent}")
-        if len(p.rhs) != len(a.rhs) or len(p.rhs_dims) != len(a.rhs):
-            self.report(where, f"{len(p.rhs)} right-hand index maps for {len(a.rhs)} operands")
-        self.index_map(a.lhs, p.lhs, p.lhs_dims, where)
-        for buf, ix, dims in zip(a.rhs, p.rhs, p.rhs_dims, strict=False):
-            self.index_map(buf, ix, dims, where)
+        if len(p.rhs) != len(rhs) or len(p.rhs_dims) != len(rhs):
+            self.report(where, f"{len(p.rhs)} right-hand index maps for {len(rhs)} operands")
+        coupled = {s for f in p.factors for s, _ in f}
+        self._loops = loops
+        self.index_map(lhs, p.lhs, p.lhs_dims, where, coupled)
+        for buf, ix, dims in zip(rhs, p.rhs, p.rhs_dims, strict=False):
+            self.index_map(buf, ix, dims, where, coupled)
 
-    def index_map(self, buf: Buffer, index: tuple[IndexExpr, ...], dims: tuple[int, ...],
-                  where: str) -> None:
+    def index_map(self, buf: Buffer, index: tuple[A.ProjIndex, ...], dims: tuple[int, ...],
+                  where: str, coupled: set[Symbol]) -> None:
         if len(index) != len(buf.dims):
             self.report(where, f"{len(index)} indices for rank-{len(buf.dims)} {buf.name!r}")
         if dims != buf.dims:
             self.report(where, f"projections give {buf.name!r} dims {dims}, the buffer has "
                                f"{buf.dims}")
-        for ix in index:
+        for ix, d in zip(index, dims, strict=False):
+            if isinstance(ix, A.ConcatIndex):
+                self.concat_index(ix, d, buf, where, coupled)
+                continue
             for coeff, sym in ix.terms:
                 if coeff == 0:
                     self.report(where, f"zero coefficient on {_sym(sym)} in {buf.name!r}'s map")
+
+
+    def concat_index(self, ix: A.ConcatIndex, size: int, buf: Buffer, where: str,
+                     coupled: set[Symbol]) -> None:
+        """Offsets are the injections: 0, then the running sum of the component extents,
+        ending at the axis size; every component iterator is a coupled one."""
+        extents = {s: n for s, n in self._loops}
+        off = 0
+        for s, o in ix.parts:
+            if s not in coupled:
+                self.report(where, f"{_sym(s)} in {buf.name!r}'s concatenated axis is not in "
+                                   "a coupled factor")
+                return
+            if o != off:
+                self.report(where, f"{_sym(s)} in {buf.name!r} has offset {o}, expected {off}")
+            off += extents.get(s, 0)
+        if off != size:
+            self.report(where, f"{buf.name!r}'s concatenated axis has components of total "
+                               f"size {off}, the axis {size}")
 
 
 def _sym(s: Symbol) -> str:

@@ -13,19 +13,36 @@ from .loop_ir import BinOp, Buffer, IndexExpr, Symbol, TernOp, UnOp, VecUnOp
 
 
 @dataclass(frozen=True, slots=True)
+class ConcatIndex:
+    """A concatenated axis (seed 004): at lowering it resolves to the one active
+    component's iterator plus that component's injection offset (the sizes before it)."""
+
+    parts: tuple[tuple[Symbol, int], ...]  #: (component iterator, offset), in axis order
+
+
+ProjIndex = IndexExpr | ConcatIndex
+#: a coupled factor (seed 004): iterators traversed one after another, never nested
+Factor = tuple[tuple[Symbol, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Projections:
-    """Product space and index maps of one assignment (slot 0 = LHS, slots 1.. = RHS)."""
+    """Product space and index maps of one assignment (slot 0 = LHS, slots 1.. = RHS).
+    `factors` are the coupled (concatenation) factors; their iterators are not in
+    `product`, and only then do index maps hold `ConcatIndex` entries."""
 
     product: tuple[tuple[Symbol, int], ...]  #: loop iterators with their extents
-    lhs: tuple[IndexExpr, ...]  #: index map of the written tensor, layout order
-    rhs: tuple[tuple[IndexExpr, ...], ...]  #: index maps of the read tensors
+    lhs: tuple[ProjIndex, ...]  #: index map of the written tensor, layout order
+    rhs: tuple[tuple[ProjIndex, ...], ...]  #: index maps of the read tensors
     lhs_dims: tuple[int, ...]
     rhs_dims: tuple[tuple[int, ...], ...]
     debug: str = ""
     #: padded affine axes: (slot, flat axis, left, right) margins this operation needs
     margins: tuple[tuple[int, int, int, int], ...] = ()
+    #: the coupled (concatenation) factors, see the class docstring
+    factors: tuple[Factor, ...] = ()
 
-    def slot(self, i: int) -> tuple[tuple[IndexExpr, ...], tuple[int, ...]]:
+    def slot(self, i: int) -> tuple[tuple[ProjIndex, ...], tuple[int, ...]]:
         return (self.lhs, self.lhs_dims) if i == 0 else (self.rhs[i - 1], self.rhs_dims[i - 1])
 
     def view(self, lhs_slot: int, rhs_slots: tuple[int, ...]) -> Projections:
@@ -34,11 +51,11 @@ class Projections:
         lhs, ld = self.slot(lhs_slot)
         rs = [self.slot(s) for s in rhs_slots]
         return Projections(self.product, lhs, tuple(r for r, _ in rs), ld,
-                           tuple(d for _, d in rs), self.debug)
+                           tuple(d for _, d in rs), self.debug, factors=self.factors)
 
     def reduction_iterators(self) -> tuple[Symbol, ...]:
         """Iterators the LHS map omits: the emergent reduction axes."""
-        used = {s for ix in self.lhs for _, s in ix.terms}
+        used = {s for ix in self.lhs if isinstance(ix, IndexExpr) for _, s in ix.terms}
         return tuple(s for s, _ in self.product if s not in used)
 
     def lhs_injective(self) -> bool:
@@ -47,7 +64,7 @@ class Projections:
         combining several iterators (o + k) is conservatively not injective."""
         seen: set[Symbol] = set()
         for ix in self.lhs:
-            if len(ix.terms) > 1:
+            if not isinstance(ix, IndexExpr) or len(ix.terms) > 1:
                 return False
             seen.update(s for _, s in ix.terms)
         return all(s in seen for s, _ in self.product)
@@ -58,7 +75,7 @@ class Projections:
         for ix, d in zip(self.lhs, self.lhs_dims, strict=True):
             if d <= 1:
                 continue
-            if len(ix.terms) != 1 or ix.offset != 0:
+            if not isinstance(ix, IndexExpr) or len(ix.terms) != 1 or ix.offset != 0:
                 return False
             c, s = ix.terms[0]
             if c != 1 or s in seen or extents.get(s) != d:
@@ -114,6 +131,33 @@ class Accum:
     rhs_margins: tuple[tuple[tuple[int, int], ...], ...] = ()
     #: the margins' value; None: the neutral element of `accum`
     margin_value: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """Many sources, one target (seed 004): the projections carry concatenated axes; at
+    each position at most one source is live (the disjoint cover) and is accumulated
+    into `lhs`; a position where none is live is a gap, left as `initialize_neutral` says."""
+
+    lhs: Buffer
+    accum: BinOp
+    initialize_neutral: bool
+    rhs: tuple[Buffer, ...]  #: the sources, indexed by projections.rhs
+    projections: Projections
+    label: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class RevSides:
+    """OCANNL's `Rev_sides` (seed 004): a Block with its sides swapped. `src` (the block's
+    target, read at projections.lhs) is scattered to the `targets` (the block's sources,
+    written at projections.rhs), at each position to the one live target, accumulating."""
+
+    src: Buffer
+    accum: BinOp
+    targets: tuple[Buffer, ...]
+    projections: Projections  #: the forward block's projections, untouched
+    label: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,7 +222,7 @@ class VecSet:
     label: str = ""
 
 
-Asgn = Accum | Fetch | CheckStatic | Noop | Seq | VecSet
+Asgn = Accum | Block | RevSides | Fetch | CheckStatic | Noop | Seq | VecSet
 
 
 def seq(*items: Asgn) -> Asgn:

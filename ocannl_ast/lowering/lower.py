@@ -13,10 +13,12 @@ from typing import assert_never
 
 from .. import vocabulary
 from ..errors import ShapeError
+from . import coupled
 from .assignments import (
     Accum,
     Arg,
     Asgn,
+    Block,
     CheckStatic,
     ConstantFill,
     Fetch,
@@ -25,6 +27,7 @@ from .assignments import (
     Prim,
     RandomUniform,
     RangeOverOffsets,
+    RevSides,
     RhsExpr,
     Seq,
     StaticValue,
@@ -95,8 +98,18 @@ def _lower(code: Asgn, buffers: dict[int, Buffer]) -> Stmt:
             return LNoop()
         case Seq(items=items):
             return LSeq(tuple(_lower(x, buffers) for x in items))
+        case Accum() if code.projections.factors:
+            return coupled.lower_accum(code, _use(code.lhs, buffers),
+                                       [_use(x, buffers) for x in code.rhs],
+                                       lambda args: rhs_expr(code.expr, args))
         case Accum():
             return _lower_accum(code, buffers)
+        case Block():
+            return coupled.lower_block(code, _use(code.lhs, buffers),
+                                       [_use(x, buffers) for x in code.rhs])
+        case RevSides():
+            return coupled.lower_rev_sides(code, _use(code.src, buffers),
+                                           [_use(x, buffers) for x in code.targets])
         case Fetch(buffer=buf, op=op, margins=m):
             return _lower_fetch(_use(buf, buffers), op, m)
         case CheckStatic(symbol=sym, bound=bound, code=err):
@@ -185,7 +198,9 @@ def _reset_margins(buf: Buffer, margins: tuple[tuple[int, int], ...], value: flo
 def _lower_accum_body(a: Accum, buffers: dict[int, Buffer]) -> Stmt:
     p = a.projections
     lhs = _use(a.lhs, buffers)
-    args: list[Expr] = [Get(_use(x, buffers), p.rhs[k]) for k, x in enumerate(a.rhs)]
+    lhs_ix = coupled.flat(p.lhs)
+    args: list[Expr] = [Get(_use(x, buffers), coupled.flat(p.rhs[k]))
+                        for k, x in enumerate(a.rhs)]
     val = rhs_expr(a.expr, args)
     reds = set(p.reduction_iterators())
     outer = [(s, n) for s, n in p.product if s not in reds]
@@ -193,12 +208,12 @@ def _lower_accum_body(a: Accum, buffers: dict[int, Buffer]) -> Stmt:
     injective, surjective = p.lhs_injective(), p.lhs_surjective()
     stmts: list[Stmt] = []
     if a.accum == BinOp.ARG2:
-        body: Stmt = _nest(outer + inner, SetCell(lhs, p.lhs, val))
+        body: Stmt = _nest(outer + inner, SetCell(lhs, lhs_ix, val))
         if a.initialize_neutral and not surjective:
             # OCANNL `=:` erases: cells the projection never writes read the neutral 0
             return LSeq((Fill(lhs, NEUTRAL[a.accum]), body))
         return body
-    local = bool(inner) and _outer_injective(p.lhs, {s for s, _ in outer})
+    local = bool(inner) and _outer_injective(lhs_ix, {s for s, _ in outer})
     plain = a.initialize_neutral and injective and a.accum in PLAIN_WRITE_OK
     # A plain write or a local accumulator (starting from the neutral element) writes every
     # written cell once: only unwritten cells (non-surjective map) need the neutral element;
@@ -206,12 +221,12 @@ def _lower_accum_body(a: Accum, buffers: dict[int, Buffer]) -> Stmt:
     if a.initialize_neutral and not (surjective and (plain or local)):
         stmts.append(Fill(lhs, NEUTRAL[a.accum]))
     if plain:
-        stmts.append(_nest(outer, SetCell(lhs, p.lhs, val)))
+        stmts.append(_nest(outer, SetCell(lhs, lhs_ix, val)))
     elif local:
-        stmts.append(_nest(outer, _local_reduction(a, lhs, p.lhs, val, inner)))
+        stmts.append(_nest(outer, _local_reduction(a, lhs, lhs_ix, val, inner)))
     else:
-        stmts.append(_nest(outer + inner, SetCell(lhs, p.lhs,
-                                                   Binary(a.accum, Get(lhs, p.lhs), val))))
+        stmts.append(_nest(outer + inner, SetCell(lhs, lhs_ix,
+                                                   Binary(a.accum, Get(lhs, lhs_ix), val))))
     return stmts[0] if len(stmts) == 1 else LSeq(tuple(stmts))
 
 

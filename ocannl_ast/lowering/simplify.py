@@ -20,7 +20,7 @@ def _flatten(code: A.Asgn) -> list[A.Asgn]:
             return [x for it in items for x in _flatten(it)]
         case A.Noop():
             return []
-        case A.Accum() | A.Fetch() | A.CheckStatic() | A.VecSet():
+        case A.Accum() | A.Block() | A.RevSides() | A.Fetch() | A.CheckStatic() | A.VecSet():
             return [code]
         case _:
             assert_never(code)
@@ -47,6 +47,12 @@ def fold_zero_fills(code: A.Asgn) -> A.Asgn:
             case A.VecSet(lhs=lhs, rhs=r):
                 pending.pop(lhs.id, None)
                 pending.pop(r.id, None)
+            case A.Block(lhs=lhs, rhs=rhs):
+                for b in (lhs, *rhs):
+                    pending.pop(b.id, None)
+            case A.RevSides(src=src, targets=targets):
+                for b in (src, *targets):
+                    pending.pop(b.id, None)
             case A.CheckStatic():
                 pass
             case _:

@@ -165,3 +165,30 @@ def grad_of(x: Any) -> NodeRef:
 def value_of(x: Any) -> NodeRef:
     ref = _leaf_ref(x)
     return NodeRef(ref.tensor, "value", ref.slot)
+
+
+def block(lhs: NodeRef, op: str, sources: list[NodeRef], projections: OpRecord,
+          label: str = "") -> Code:
+    """A Block (seed 004): many sources, one target; per position the one live source
+    (by the projections' concatenated axes) is accumulated into `lhs`."""
+    acc, init = ACCUM_OPS[op]
+    slots = tuple(-1 if r.slot is None else r.slot for r in (lhs, *sources))
+    return Code((AccumItem(lhs, acc, init, A.Arg(0), tuple(sources), projections, slots,
+                           label, "block"),))
+
+
+def rev_sides(src: NodeRef, op: str, targets: list[NodeRef | None], projections: OpRecord,
+              label: str = "") -> Code:
+    """Rev_sides (seed 004): the Block of the same projections with its sides swapped:
+    `src` (the block's target) is read and scattered to `targets` (the block's sources).
+    A target that needs no gradient (None, or a non-differentiable grad) is dropped: its
+    slice of `src` is simply not scattered anywhere."""
+    acc, init = ACCUM_OPS[op]
+    if init:
+        raise DslSyntaxError("rev_sides accumulates into its targets: use '=+'", user_span())
+    live = [t for t in targets if t is not None and (t.kind != "grad" or t.tensor.diff)]
+    if not live:
+        return Code()
+    slots = tuple(-1 if r.slot is None else r.slot for r in (src, *live))
+    return Code((AccumItem(src, acc, False, A.Arg(0), tuple(live), projections, slots, label,
+                           "rev_sides"),))

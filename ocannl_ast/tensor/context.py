@@ -291,6 +291,16 @@ def read_write_sets(asgn: A.Asgn) -> tuple[set[int], set[int]]:
                 if not init and acc != BinOp.ARG2 and lhs.id not in writes:
                     reads.add(lhs.id)
                 writes.add(lhs.id)
+            case A.Block(lhs=lhs, rhs=rhs, accum=acc, initialize_neutral=init):
+                reads.update(b.id for b in rhs if b.id not in writes)
+                if (not init or acc != BinOp.ADD) and lhs.id not in writes:
+                    reads.add(lhs.id)  # a gap keeps the target's cells
+                writes.add(lhs.id)
+            case A.RevSides(src=src, targets=targets):
+                if src.id not in writes:
+                    reads.add(src.id)
+                reads.update(b.id for b in targets if b.id not in writes)
+                writes.update(b.id for b in targets)
             case A.Fetch(buffer=b):
                 writes.add(b.id)
             case A.VecSet(lhs=lhs, rhs=rhs):

@@ -275,6 +275,9 @@ class AccumItem:
     record: OpRecord  #: whose projections this assignment reads
     slots: tuple[int, ...] | None  #: lhs slot then rhs slots; None: the record's own order
     label: str = ""
+    #: "accum"; "block" (rhs: sources, one live per position, seed 004); "rev_sides"
+    #: (lhs is READ and scattered to the rhs, the block's sources, which are written)
+    form: str = "accum"
 
 
 @dataclass(frozen=True, slots=True)

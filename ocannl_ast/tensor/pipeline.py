@@ -15,8 +15,10 @@ from typing import Any, assert_never
 from ..errors import ShapeError
 from ..infer import padding
 from ..infer.projections import derive_projections as derive_record_projections
+from ..infer.relations import logic_name
 from ..lowering import assignments as A
 from ..lowering.asgn_verify import verify_asgn
+from ..lowering.coupled import check_cover
 from ..lowering.loop_ir import IndexExpr, LoopProgram, Precision
 from ..lowering.loop_verify import verify_program
 from ..lowering.lower import NEUTRAL, free_symbols, lower
@@ -138,6 +140,18 @@ def to_assignments(pc: ProjectedCode, opts: Options) -> A.Asgn:
 
 def _assignment(it: Item, table: Mapping[OpRecord, A.Projections]) -> A.Asgn:
     match it:
+        case AccumItem(form="block"):
+            p = _view(table[it.record], it) if it.slots is not None else table[it.record]
+            try:
+                check_cover(p, f"{it.record.name} ({logic_name(it.record.logic)})")
+            except ShapeError as e:
+                raise e.with_span(it.record.span) from None
+            return A.Block(it.lhs.buffer(), it.accum, it.initialize_neutral,
+                           tuple(r.buffer() for r in it.rhs), p, it.label)
+        case AccumItem(form="rev_sides"):
+            p = _view(table[it.record], it) if it.slots is not None else table[it.record]
+            return A.RevSides(it.lhs.buffer(), it.accum, tuple(r.buffer() for r in it.rhs), p,
+                              it.label)
         case AccumItem():
             p = table[it.record]
             if it.slots is not None:
@@ -158,12 +172,12 @@ def _view(p: A.Projections, it: AccumItem) -> A.Projections:
     """The projections an assignment reads through slots (seed 000: g1 =+ g * v2)."""
     assert it.slots is not None
     refs = (it.lhs, *it.rhs)
-    maps: list[tuple[tuple[IndexExpr, ...], tuple[int, ...]]] = []
+    maps: list[tuple[tuple[A.ProjIndex, ...], tuple[int, ...]]] = []
     for ref, s in zip(refs, it.slots, strict=True):
         maps.append(p.slot(s) if s >= 0 else (_slotless_index(ref, it.record),
                                                ref.tensor.dims()))
     return A.Projections(p.product, maps[0][0], tuple(m for m, _ in maps[1:]), maps[0][1],
-                         tuple(d for _, d in maps[1:]), p.debug)
+                         tuple(d for _, d in maps[1:]), p.debug, factors=p.factors)
 
 
 def _margin_value(it: AccumItem) -> float | None:
@@ -193,12 +207,19 @@ def _shift_into_margins(p: A.Projections, it: AccumItem) -> A.Projections:
         index, dims = p.slot(i)
         m = _margins(ref)
         if m:
-            index = tuple(IndexExpr(ix.terms, ix.offset + lo) for ix, (lo, _) in zip(index, m,
-                                                                                 strict=True))
+            index = tuple(_shift(ix, lo) for ix, (lo, _) in zip(index, m, strict=True))
             dims = padding.padded_dims(dims, m)
         maps.append((index, dims))
     return A.Projections(p.product, maps[0][0], tuple(m for m, _ in maps[1:]), maps[0][1],
-                         tuple(d for _, d in maps[1:]), p.debug)
+                         tuple(d for _, d in maps[1:]), p.debug, factors=p.factors)
+
+
+def _shift(ix: A.ProjIndex, by: int) -> A.ProjIndex:
+    """An index moved right by `by` cells (a left margin); a concatenated index moves each
+    component's injection offset."""
+    if isinstance(ix, A.ConcatIndex):
+        return A.ConcatIndex(tuple((s, off + by) for s, off in ix.parts))
+    return IndexExpr(ix.terms, ix.offset + by)
 
 
 def _slotless_index(ref: NodeRef, record: OpRecord) -> tuple[IndexExpr, ...]:

@@ -12,12 +12,12 @@ import inspect
 from collections.abc import Mapping
 from typing import Any
 
-from ...errors import OcannlError, ShapeError, user_span
+from ...errors import ShapeError, SpecError, user_span
 from ...infer.logic import Compose, Einsum
 from ...infer.spec_parser import parse_spec
 from ...rewrite import make_decorator
 from .. import validate
-from ..builders import accum, prim
+from ..builders import accum, block, prim, rev_sides
 from ..node import Code, NodeRef, Tensor
 from .base import Asn, apply
 from .pointwise import eq, where
@@ -150,9 +150,43 @@ def einsum_max(spec: str, a: Any, b: Any = None, *,
     return apply("einsum_max", Einsum(parsed), _max_op2, _max_grad2, a, b)
 
 
+# ---- concat: a Block forward, a Rev_sides gradient (seed 004) ------------------------------
+
+def _concat_asns(n: int) -> tuple[Asn, Asn]:
+    """op_asn: a Block of the n sources into the result (a gap keeps the neutral 0);
+    grad_asn: the Rev_sides of the same projections, scattering g back to the sources."""
+    def op_asn(v: NodeRef, projections: Any, **vs: NodeRef) -> Code:
+        return block(v, "=:+", [vs[f"v{i}"] for i in range(1, n + 1)], projections,
+                     label="concat")
+
+    def grad_asn(g: NodeRef, projections: Any, **gs: NodeRef | None) -> Code:
+        return rev_sides(g, "=+", [gs[f"g{i}"] for i in range(1, n + 1)], projections,
+                         label="concat grad")
+
+    names = [f"v{i}" for i in range(1, n + 1)]
+    op_asn.__signature__ = _sig(["v", "projections", *names])  # type: ignore[attr-defined]
+    grad_names = ["g", "projections", *[f"g{i}" for i in range(1, n + 1)]]
+    grad_asn.__signature__ = _sig(grad_names)  # type: ignore[attr-defined]
+    return op_asn, grad_asn
+
+
+_CONCAT_ASNS: dict[int, tuple[Asn, Asn]] = {}
+
+
 def concat(spec: str, *tensors: Any) -> Tensor:
-    """Concatenation along `^` axes (seed 004)."""
+    """Concatenation along `^` axes (seed 004), and the rest of its family by the same
+    spec language: slices (`a^b => a`), partial placement (`a => a^b`), N-ary, several
+    axes (block matrices). The sources' slices must not overlap; gaps stay 0.
+
+    Example: ``concat("a;b=>a^b", x, y)`` is ``np.concatenate([x, y])``.
+    """
     validate.spec_and_operands("concat", spec, tensors)
-    parse_spec(spec)
-    raise OcannlError(f'concatenation "{spec}" is not supported yet: its projections '
-                      "(coupled product factors) are a separate issue", user_span())
+    try:
+        parsed = parse_spec(spec)
+    except SpecError as e:
+        raise e.with_span(user_span()) from None
+    n = len(tensors)
+    if n not in _CONCAT_ASNS:
+        _CONCAT_ASNS[n] = _concat_asns(n)
+    op_asn, grad_asn = _CONCAT_ASNS[n]
+    return apply("concat", Einsum(parsed), op_asn, grad_asn, *tensors)
