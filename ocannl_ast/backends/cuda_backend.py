@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass
 from typing import assert_never
 
-from ocannl_ast.backends.c_backend import _CRenderer
+from ocannl_ast.backends.c_backend import _CRenderer, _unique
 from ocannl_ast.backends.c_syntax import c_ident
 from ocannl_ast.backends.cuda_syntax import CUDA, THREAD
 from ocannl_ast.lowering.loop_ir import (
@@ -46,6 +46,17 @@ from ocannl_ast.lowering.loop_ir import (
     Unary,
 )
 
+#: C++ keywords and CUDA built-ins a buffer name may not take (C's are prefixed already).
+CUDA_RESERVED = frozenset((
+    "alignas", "alignof", "and", "asm", "bool", "catch", "class", "compl", "concept",
+    "consteval", "constexpr", "constinit", "const_cast", "decltype", "delete", "dynamic_cast",
+    "explicit", "export", "false", "friend", "mutable", "namespace", "new", "noexcept", "not",
+    "nullptr", "operator", "or", "private", "protected", "public", "reinterpret_cast",
+    "requires", "static_assert", "static_cast", "template", "this", "thread_local", "throw",
+    "true", "try", "typeid", "typename", "using", "virtual", "wchar_t", "xor", "threadIdx",
+    "blockIdx", "blockDim", "gridDim", "warpSize", "atomicCAS", "std", "cuda", "bitand",
+    "bitor", "not_eq", "or_eq", "xor_eq", "and_eq", "char8_t", "char16_t", "char32_t",
+))
 THREADS_PER_BLOCK = 256
 MAX_BLOCKS = 1 << 16
 
@@ -265,6 +276,10 @@ def _host_check(prog: LoopProgram, s: Stmt) -> HostCheck | None:
 def plan_cuda(prog: LoopProgram) -> CudaPlan:
     """Render `prog` as kernels (see the module docstring) and the plan to launch them."""
     r = _CRenderer(prog, CUDA)
+    taken = set(r.buffers.values()) | set(r.symbols.values())
+    for buf, name in list(r.buffers.items()):
+        if name in CUDA_RESERVED:
+            r.buffers[buf] = _unique("b_" + name, taken)
     cname = c_ident(prog.name, "ocannl_")
     w = _KernelWriter(prog, r, cname, [], [], [])
     units = _units(prog.body)
