@@ -264,3 +264,9 @@ def compile_cuda_routine(prog: LoopProgram, plan: CudaPlan) -> CudaRoutine:
     """Compile (or reuse the cached image of) `plan` for the device and load it."""
     image = compile_ptx(plan.cname, plan.source, device_arch())
     return CudaRoutine(prog, plan, image)
+
+
+def synchronize() -> None:
+    """Wait for every launch on the stream to finish (timing, before host reads)."""
+    dev = device()
+    _check(dev.driver.cuStreamSynchronize(dev.stream), "cuStreamSynchronize")
