@@ -172,7 +172,7 @@ def _independent(outer: tuple[Symbol, ...], body: Stmt) -> bool:
     uses = _Uses.of(body)
     if uses.fills:
         return False
-    for buf, indices in uses.writes.items():
+    for indices in uses.writes.values():
         if len(indices) != 1:
             return False
         (index,) = indices
@@ -289,7 +289,7 @@ def plan_cuda(prog: LoopProgram) -> CudaPlan:
     serial: list[Stmt] = []
     for u in units:
         check = _host_check(prog, u)
-        if check is not None:
+        if check is not None and isinstance(u, CheckIndex):
             host.append(check)
             r.checks.setdefault(u.code, f"index {r.index(u.index)} must lie in [0, {u.bound})")
             continue

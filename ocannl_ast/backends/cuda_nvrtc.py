@@ -42,7 +42,7 @@ def nvrtc_version() -> str:
     nvrtc = nvrtc_module()
     try:
         err, major, minor = nvrtc.nvrtcVersion()
-    except Exception as exc:  # the library itself is missing (RuntimeError, OSError, ...)
+    except (RuntimeError, OSError) as exc:  # the library itself is missing
         raise BackendError(f"NVRTC cannot be loaded ({exc}): {INSTALL_HINT}") from None
     _ok(nvrtc, err, "nvrtcVersion")
     return f"{major}.{minor}"

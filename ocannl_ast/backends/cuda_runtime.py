@@ -11,6 +11,7 @@ stream and returns without waiting (unless a kernel has an in-kernel check to re
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import threading
@@ -70,7 +71,7 @@ def _open_device() -> Device:
     driver = driver_module()
     try:
         err = driver.cuInit(0)
-    except Exception as exc:  # the driver library (libcuda) itself is missing
+    except (RuntimeError, OSError) as exc:  # the driver library (libcuda) is missing
         raise BackendError(f"the CUDA backend needs an NVIDIA driver and a GPU: {exc}") from None
     err_code = err[0] if isinstance(err, tuple) else err
     if int(err_code) != 0:
@@ -116,10 +117,8 @@ _mem_lock = threading.RLock()
 def _free(key: int, ptr: Any) -> None:
     with _mem_lock:
         _MEM.pop(key, None)
-    try:
+    with contextlib.suppress(BackendError, RuntimeError, OSError):  # at shutdown
         device().driver.cuMemFree(ptr)
-    except Exception:  # interpreter shutdown: the context goes with the process
-        pass
 
 
 def _dev_array(arr: np.ndarray) -> _DevArray:
