@@ -22,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_compile
 import bench_conv
+import bench_cuda
 import bench_import
 import bench_matmul
 import bench_moons_step
@@ -33,6 +34,7 @@ BENCHMARKS: dict[str, Callable[[bool], list[Row]]] = {
     "conv": bench_conv.run,
     "compile": bench_compile.run,
     "import": bench_import.run,
+    "cuda": bench_cuda.run,
 }
 
 

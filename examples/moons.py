@@ -65,6 +65,8 @@ def main() -> None:
     ap.add_argument("--lr", type=float, default=0.1)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--plot", default="moons.png", help="decision boundary PNG (matplotlib)")
+    ap.add_argument("--backend", default="c", choices=["c", "cuda"],
+                    help="c (gcc) or cuda (NVRTC; needs `pip install '.[cuda]'` and a GPU)")
     args = ap.parse_args()
     start = time.perf_counter()
 
@@ -83,7 +85,7 @@ def main() -> None:
     total_steps = args.epochs * n_batches
     lr = oc.node("learning_rate", output_dims=[1])
     lr_code = decaying_lr(lr, args.lr, step, float(total_steps))
-    ctx = oc.Context()
+    ctx = oc.Context(backend=args.backend)
     train_step = ctx.compile([oc.grad_update(loss), lr_code,
                               oc.sgd_update(loss, learning_rate=lr, momentum=0.9)])
 

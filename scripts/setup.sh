@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Creates .venv (once) and installs the package with its test extras into it.
+# Creates .venv (once) and installs the package with its test and cuda extras into it
+# (cuda: cuda-python + the NVRTC wheel, ~250 MB; the NVRTC tests need no GPU).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ ! -x .venv/bin/python ]; then
@@ -7,6 +8,6 @@ if [ ! -x .venv/bin/python ]; then
 fi
 if [ ! -f .venv/.installed ] || [ pyproject.toml -nt .venv/.installed ]; then
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e '.[test]'
+  .venv/bin/python -m pip install -q -e '.[test,cuda]'
   touch .venv/.installed
 fi

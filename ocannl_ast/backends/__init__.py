@@ -1,11 +1,16 @@
 """Backends: render and compile loop IR programs. `get_backend(name)` returns an object with
-`render(prog) -> str` and `compile(prog) -> callable(arrays, static_args)`.
+`render(prog) -> str` and `compile(prog) -> callable(arrays, static_args)`, plus the hooks a
+context calls: `ensure_runtime()` (can this backend run here?), `to_host(arr)` before the
+host reads an array a routine may have written, `host_written(arr)` after the host wrote it.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any, Protocol
+
+import numpy as np
 
 from ..errors import BackendError
 from ..lowering.loop_ir import LoopProgram
@@ -18,6 +23,12 @@ class Backend(Protocol):
     def render(self, prog: LoopProgram) -> str: ...
 
     def compile(self, prog: LoopProgram) -> Any: ...
+
+    def ensure_runtime(self) -> None: ...
+
+    def to_host(self, arr: np.ndarray) -> None: ...
+
+    def host_written(self, arr: np.ndarray) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,12 +47,61 @@ class CBackend:
 
         return compile_c(prog)
 
+    def ensure_runtime(self) -> None:
+        pass  # gcc is checked when the first routine compiles
+
+    def to_host(self, arr: np.ndarray) -> None:
+        pass  # routines write the host arrays themselves
+
+    def host_written(self, arr: np.ndarray) -> None:
+        pass
+
+
+@dataclass(frozen=True, slots=True)
+class CudaBackend:
+    """NVRTC + the CUDA driver API (cuda-python): kernels launched on one stream, arrays
+    resident on the device. Rendering needs neither cuda-python nor a GPU."""
+
+    name: str = "cuda"
+
+    def render(self, prog: LoopProgram) -> str:
+        from .cuda_backend import render_cuda
+
+        return render_cuda(prog)
+
+    def compile(self, prog: LoopProgram) -> Any:
+        from .cuda_backend import plan_cuda
+        from .cuda_runtime import compile_cuda_routine
+
+        if os.environ.get("OCANNL_AST_CHECK") == "1":
+            from ..lowering.loop_verify import verify_program
+
+            verify_program(prog)
+        return compile_cuda_routine(prog, plan_cuda(prog))
+
+    def ensure_runtime(self) -> None:
+        """BackendError unless cuda-python, NVRTC, the driver and a GPU are all present."""
+        from .cuda_nvrtc import nvrtc_version
+        from .cuda_runtime import device
+
+        nvrtc_version()
+        device()
+
+    def to_host(self, arr: np.ndarray) -> None:
+        from .cuda_runtime import to_host
+
+        to_host(arr)
+
+    def host_written(self, arr: np.ndarray) -> None:
+        from .cuda_runtime import host_written
+
+        host_written(arr)
+
 
 def get_backend(name: str) -> Backend:
     """The backend called `name` ("c"; "cuda" where cuda-python and a GPU exist)."""
     if name == "c":
         return CBackend()
     if name == "cuda":
-        raise BackendError("the CUDA backend is not available in this build (no cuda-python "
-                           "runtime support yet); use backend='c'")
+        return CudaBackend()
     raise BackendError(f"unknown backend {name!r} (known: 'c', 'cuda')")

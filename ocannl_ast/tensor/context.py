@@ -12,7 +12,7 @@ from typing import Any, assert_never
 
 import numpy as np
 
-from ..errors import ArgumentError, RuntimeDataError, user_span
+from ..errors import ArgumentError, BackendError, RuntimeDataError, user_span
 from ..lowering import assignments as A
 from ..lowering.loop_ir import BinOp, Buffer, LoopProgram, Precision
 from ..lowering.threefry import threefry4x32
@@ -63,6 +63,10 @@ class Context:
 
     def __init__(self, backend: str = "c", *, precision: str = "float32") -> None:
         self.backend = validate.backend(backend, precision)
+        try:
+            self.backend.ensure_runtime()  # e.g. cuda: cuda-python, NVRTC, a GPU
+        except BackendError as e:
+            raise e.with_span(user_span()) from None
         self.precision = Precision(precision)
         self.dtype = np.float32 if self.precision == Precision.FLOAT32 else np.float64
         self.arrays: dict[int, np.ndarray] = {}
@@ -97,7 +101,9 @@ class Context:
             if buf.id not in self.available:
                 raise RuntimeDataError(f"'{ref.tensor.label}' ({ref.kind}) has no value in "
                                        "this context: nothing set or computed it yet", user_span())
-            return self.array(buf)[_interior(buf.id, buf.dims)].copy()
+            arr = self.array(buf)
+            self.backend.to_host(arr)  # the device's copy, where routines wrote one
+            return arr[_interior(buf.id, buf.dims)].copy()
 
     def set(self, x: Tensor | NodeRef, values: Any) -> None:
         """Set a tensor's value from host data of its exact dims."""
@@ -114,6 +120,7 @@ class Context:
                 raise RuntimeDataError(f"'{ref.tensor.label}' has dims {dims}, got data "
                                        f"of shape {arr.shape}", user_span())
             self.array(buf)[_interior(buf.id, buf.dims)] = arr
+            self.backend.host_written(self.array(buf))
             self.available.add(buf.id)
             if ref.kind == "value":
                 self.initialized.add(ref.tensor.id)

@@ -1,0 +1,339 @@
+"""CUDA backend, rendering: split a routine's loop IR into kernels and spell them in the
+`CudaSyntax` dialect with the C renderer.
+
+Stage: last. Input: a verified `LoopProgram`. Output: one CUDA C++ translation unit
+(`render_cuda`) and the launch plan of its kernels (`plan_cuda`). The top-level statements
+run in order, one kernel each: a loop nest maps its outer independent loops (each writes a
+different cell per iteration and reads written cells only at the cell it writes) to one
+grid-stride loop over their flattened iteration space, and runs the rest (reductions
+included) inside each thread; a fill runs one thread per cell; anything else (scalar
+statements, blocks with locals) runs in one thread, consecutive ones in one kernel. Checks
+of static arguments run on the host before any launch.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import assert_never
+
+from ocannl_ast.backends.c_backend import _CRenderer, _unique
+from ocannl_ast.backends.c_syntax import c_ident
+from ocannl_ast.backends.cuda_syntax import CUDA, THREAD
+from ocannl_ast.lowering.loop_ir import (
+    Binary,
+    Buffer,
+    CheckIndex,
+    Comment,
+    Const,
+    DeclLocal,
+    Expr,
+    Fill,
+    ForLoop,
+    Get,
+    GetLocal,
+    IndexExpr,
+    LoopProgram,
+    Noop,
+    Seq,
+    SetCell,
+    SetLocal,
+    Stmt,
+    Symbol,
+    SymbolValue,
+    Ternary,
+    ThreefryUniform,
+    Unary,
+)
+
+#: C++ keywords and CUDA built-ins a buffer name may not take (C's are prefixed already).
+CUDA_RESERVED = frozenset((
+    "alignas", "alignof", "and", "asm", "bool", "catch", "class", "compl", "concept",
+    "consteval", "constexpr", "constinit", "const_cast", "decltype", "delete", "dynamic_cast",
+    "explicit", "export", "false", "friend", "mutable", "namespace", "new", "noexcept", "not",
+    "nullptr", "operator", "or", "private", "protected", "public", "reinterpret_cast",
+    "requires", "static_assert", "static_cast", "template", "this", "thread_local", "throw",
+    "true", "try", "typeid", "typename", "using", "virtual", "wchar_t", "xor", "threadIdx",
+    "blockIdx", "blockDim", "gridDim", "warpSize", "atomicCAS", "std", "cuda", "bitand",
+    "bitor", "not_eq", "or_eq", "xor_eq", "and_eq", "char8_t", "char16_t", "char32_t",
+))
+THREADS_PER_BLOCK = 256
+MAX_BLOCKS = 1 << 16
+
+
+@dataclass(frozen=True, slots=True)
+class Kernel:
+    """One launch: its name, which routine buffers and static arguments it takes (positions
+    in the program's parameter lists, in order) and how many threads it needs."""
+
+    name: str
+    buffers: tuple[int, ...]
+    statics: tuple[int, ...]
+    threads: int  #: 1 for a serial kernel; else the flattened independent iterations
+
+    def grid(self) -> tuple[int, int]:
+        """(blocks, threads per block) of the launch."""
+        per_block = min(THREADS_PER_BLOCK, self.threads)
+        return min(-(-self.threads // per_block), MAX_BLOCKS), per_block
+
+
+@dataclass(frozen=True, slots=True)
+class HostCheck:
+    """A `CheckIndex` over static arguments only, evaluated before launching anything."""
+
+    terms: tuple[tuple[int, int], ...]  #: (coefficient, static argument position)
+    offset: int
+    bound: int
+    code: int
+
+
+@dataclass(frozen=True, slots=True)
+class CudaPlan:
+    """A rendered routine: its source and the kernels to launch, in order."""
+
+    source: str
+    cname: str
+    kernels: tuple[Kernel, ...]
+    host_checks: tuple[HostCheck, ...]
+    checks: dict[int, str]  #: error code -> description (host and device checks)
+
+
+# ---- uses and independence ----------------------------------------------------------
+
+
+def _expr_uses(e: Expr, bufs: set[Buffer], syms: set[Symbol],
+               reads: list[tuple[Buffer, tuple[IndexExpr, ...]]]) -> None:
+    match e:
+        case Const() | GetLocal():
+            pass
+        case Get(buffer=buf, index=index):
+            bufs.add(buf)
+            reads.append((buf, index))
+            syms.update(s for ix in index for _, s in ix.terms)
+        case SymbolValue(symbol=sym):
+            syms.add(sym)
+        case Unary(arg=arg):
+            _expr_uses(arg, bufs, syms, reads)
+        case Binary(lhs=lhs, rhs=rhs):
+            _expr_uses(lhs, bufs, syms, reads)
+            _expr_uses(rhs, bufs, syms, reads)
+        case Ternary(a=a, b=b, c=c):
+            for x in (a, b, c):
+                _expr_uses(x, bufs, syms, reads)
+        case ThreefryUniform(counter=counter):
+            syms.update(s for _, s in counter.terms)
+        case _:
+            assert_never(e)
+
+
+@dataclass(slots=True)
+class _Uses:
+    bufs: set[Buffer]
+    syms: set[Symbol]
+    reads: list[tuple[Buffer, tuple[IndexExpr, ...]]]
+    writes: dict[Buffer, set[tuple[IndexExpr, ...]]]
+    fills: bool = False
+
+    @staticmethod
+    def of(s: Stmt) -> _Uses:
+        u = _Uses(set(), set(), [], {})
+        u.walk(s)
+        return u
+
+    def walk(self, s: Stmt) -> None:
+        match s:
+            case Noop() | Comment():
+                pass
+            case Seq(stmts=stmts):
+                for x in stmts:
+                    self.walk(x)
+            case ForLoop(body=body):
+                self.walk(body)
+            case SetCell(buffer=buf, index=index, value=value):
+                self.bufs.add(buf)
+                self.writes.setdefault(buf, set()).add(index)
+                self.syms.update(sym for ix in index for _, sym in ix.terms)
+                _expr_uses(value, self.bufs, self.syms, self.reads)
+            case DeclLocal(init=value) | SetLocal(value=value):
+                _expr_uses(value, self.bufs, self.syms, self.reads)
+            case Fill(buffer=buf):
+                self.bufs.add(buf)
+                self.fills = True
+            case CheckIndex(index=index):
+                self.syms.update(sym for _, sym in index.terms)
+            case _:
+                assert_never(s)
+
+
+def _independent(outer: tuple[Symbol, ...], body: Stmt) -> bool:
+    """Whether the iterations of the `outer` loops around `body` may run in any order at
+    once: every buffer is written at one index in which each outer symbol is alone on some
+    axis (distinct iterations, distinct cells), and read, if written, only at that index."""
+    uses = _Uses.of(body)
+    if uses.fills:
+        return False
+    for indices in uses.writes.values():
+        if len(indices) != 1:
+            return False
+        (index,) = indices
+        alone = {ix.terms[0][1] for ix in index if len(ix.terms) == 1}
+        if not set(outer) <= alone:
+            return False
+    return all(index in uses.writes[buf] for buf, index in uses.reads if buf in uses.writes)
+
+
+def _nest(loop: ForLoop) -> tuple[list[ForLoop], list[Stmt]]:
+    """The perfectly nested loops from `loop` down, and the body below each."""
+    loops, bodies = [loop], [loop.body]
+    while True:
+        body = bodies[-1]
+        while isinstance(body, Seq) and len(body.stmts) == 1:
+            body = body.stmts[0]
+        if not isinstance(body, ForLoop):
+            return loops, bodies
+        loops.append(body)
+        bodies.append(body.body)
+
+
+def _units(s: Stmt) -> list[Stmt]:
+    """The top-level statements, nested blocks without locals flattened."""
+    if isinstance(s, Seq) and not any(isinstance(x, DeclLocal) for x in s.stmts):
+        return [u for x in s.stmts for u in _units(x)]
+    return [s]
+
+
+# ---- rendering ----------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _KernelWriter:
+    prog: LoopProgram
+    r: _CRenderer
+    cname: str
+    lines: list[str]
+    kernels: list[Kernel]
+    comments: list[str]
+
+    def emit(self, units: list[Stmt], threads: int, body: list[str]) -> None:
+        """A kernel over the buffers and static arguments `units` use, with `body`."""
+        bufs: set[Buffer] = set()
+        syms: set[Symbol] = set()
+        for u in units:
+            uses = _Uses.of(u)
+            bufs |= uses.bufs
+            syms |= uses.syms
+        b_pos = tuple(i for i, b in enumerate(self.prog.buffers) if b in bufs)
+        s_pos = tuple(i for i, s in enumerate(self.prog.static_args) if s in syms)
+        t = self.r.words["T"]
+        params = [CUDA.buffer_param(t, self.r.buffers[self.prog.buffers[i]]) for i in b_pos]
+        params += [CUDA.static_param(self.r.symbols[self.prog.static_args[i]]) for i in s_pos]
+        name = f"{self.cname}_k{len(self.kernels)}"
+        what = "1 thread" if threads == 1 else f"{threads} threads"
+        self.lines += [f"/* kernel {len(self.kernels)}: {what} */", *self.comments]
+        self.comments.clear()
+        self.lines += [CUDA.signature(name, params), *body, *CUDA.epilogue(), ""]
+        self.kernels.append(Kernel(name, b_pos, s_pos, threads))
+
+    def serial(self, units: list[Stmt]) -> None:
+        if units:
+            body: list[str] = []
+            self.r.seq(tuple(units), 1, body)
+            self.emit(units, 1, body)
+
+    def fill(self, unit: Fill) -> None:
+        size = math.prod(unit.buffer.dims)
+        value = CUDA.const(unit.value, self.prog.precision)
+        line = f"    {self.r.buffers[unit.buffer]}[{THREAD}] = {value};"
+        self.emit([unit], size, [f"  {CUDA.grid_stride(size)}", line, "  }"])
+
+    def nest(self, loops: list[ForLoop], inner: Stmt) -> None:
+        total = math.prod(lp.extent for lp in loops)
+        body = [f"  {CUDA.grid_stride(total)}"]
+        stride = total
+        for pos, lp in enumerate(loops):
+            name = self.r.symbols.get(lp.symbol) or f"i{self.r.n_iters}"
+            if lp.symbol not in self.r.symbols:
+                self.r.symbols[lp.symbol], self.r.n_iters = name, self.r.n_iters + 1
+            stride //= lp.extent
+            value = THREAD if stride == 1 else f"{THREAD} / {stride}"
+            if pos > 0:
+                value = f"({value}) % {lp.extent}" if stride != 1 else f"{value} % {lp.extent}"
+            body.append(f"    const {CUDA.index_type} {name} = {value};")
+        self.r.stmt(inner, 2, body)
+        self.emit([loops[0]], total, [*body, "  }"])
+
+
+def _host_check(prog: LoopProgram, s: Stmt) -> HostCheck | None:
+    if not isinstance(s, CheckIndex):
+        return None
+    pos = {sym: i for i, sym in enumerate(prog.static_args)}
+    if not all(sym in pos for _, sym in s.index.terms):
+        return None
+    terms = tuple((c, pos[sym]) for c, sym in s.index.terms)
+    return HostCheck(terms, s.index.offset, s.bound, s.code)
+
+
+def plan_cuda(prog: LoopProgram) -> CudaPlan:
+    """Render `prog` as kernels (see the module docstring) and the plan to launch them."""
+    r = _CRenderer(prog, CUDA)
+    taken = set(r.buffers.values()) | set(r.symbols.values())
+    for buf, name in list(r.buffers.items()):
+        if name in CUDA_RESERVED:
+            r.buffers[buf] = _unique("b_" + name, taken)
+    cname = c_ident(prog.name, "ocannl_")
+    w = _KernelWriter(prog, r, cname, [], [], [])
+    units = _units(prog.body)
+    if any(isinstance(u, DeclLocal | SetLocal) for u in units):
+        units = [prog.body]  # routine-level locals: one serial kernel keeps them in scope
+    host: list[HostCheck] = []
+    serial: list[Stmt] = []
+    for u in units:
+        check = _host_check(prog, u)
+        if check is not None and isinstance(u, CheckIndex):
+            host.append(check)
+            r.checks.setdefault(u.code, f"index {r.index(u.index)} must lie in [0, {u.bound})")
+            continue
+        if isinstance(u, Comment) and not serial:
+            w.comments += [f"/* {ln.replace('*/', '* /')} */" for ln in u.text.splitlines()]
+            continue
+        if isinstance(u, Noop):
+            continue
+        parallel = _parallel_part(u)
+        if parallel is None:
+            serial.append(u)
+            continue
+        w.serial(serial)
+        serial = []
+        if isinstance(parallel, Fill):
+            w.fill(parallel)
+        else:
+            w.nest(*parallel)
+    w.serial(serial)
+    head = [f"/* ocannl_ast routine {prog.name} ({prog.precision.value}), CUDA */"]
+    head += [*CUDA.includes, ""]
+    head += CUDA.helper_defs(r.helpers, r.words)
+    if r.threefry:
+        head += [*CUDA.threefry(r.words), ""]
+    source = "\n".join([*head, *w.lines]).rstrip("\n") + "\n"
+    return CudaPlan(source, cname, tuple(w.kernels), tuple(host), dict(r.checks))
+
+
+def _parallel_part(u: Stmt) -> Fill | tuple[list[ForLoop], Stmt] | None:
+    """A fill of many cells, or the independent outer loops of a nest and what they run."""
+    if isinstance(u, Fill):
+        return u if math.prod(u.buffer.dims) > 1 else None
+    if not isinstance(u, ForLoop):
+        return None
+    loops, bodies = _nest(u)
+    for k in range(len(loops), 0, -1):
+        if _independent(tuple(lp.symbol for lp in loops[:k]), bodies[k - 1]):
+            return loops[:k], bodies[k - 1]
+    return None
+
+
+def render_cuda(prog: LoopProgram) -> str:
+    """The CUDA C++ translation unit of a routine: ``extern "C" __global__`` kernels."""
+    return plan_cuda(prog).source
+
+
+__all__ = ["CudaPlan", "HostCheck", "Kernel", "plan_cuda", "render_cuda"]

@@ -1,0 +1,271 @@
+"""CUDA runtime: the device (driver API through cuda-python), device copies of host arrays,
+and routines that launch their kernels on one stream.
+
+Stage: after rendering. Input: a `CudaPlan` and its compiled image. Output: a `CudaRoutine`
+called like the C backend's routine, with the context's host arrays: each array has a
+device copy (allocated on first use); a copy is uploaded only when the host wrote it since
+(`host_written`), and downloaded only when the host reads it after a routine wrote it
+(`to_host`). A routine call uploads what changed, launches every kernel in order on the
+stream and returns without waiting (unless a kernel has an in-kernel check to read back).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import math
+import threading
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ocannl_ast.backends.cuda_backend import CudaPlan
+from ocannl_ast.backends.cuda_nvrtc import INSTALL_HINT, compile_ptx
+from ocannl_ast.backends.runtime import NUMPY_DTYPE, _written_buffers
+from ocannl_ast.errors import BackendError, RuntimeDataError
+from ocannl_ast.lowering.loop_ir import LoopProgram
+
+
+def driver_module() -> Any:
+    try:
+        from cuda.bindings import driver
+    except ImportError:
+        try:
+            from cuda import cuda as driver  # type: ignore[no-redef]  # cuda-python < 12.6
+        except ImportError:
+            raise BackendError(f"the CUDA backend needs cuda-python: {INSTALL_HINT}") from None
+    return driver
+
+
+def _check(result: Any, what: str) -> Any:
+    """The values of a driver call's result tuple, or a BackendError naming the failure."""
+    err, *values = result if isinstance(result, tuple) else (result,)
+    if int(err) != 0:
+        _, name = driver_module().cuGetErrorName(err)
+        text = name.decode() if isinstance(name, bytes) else str(err)
+        raise BackendError(f"CUDA {what} failed: {text}")
+    return values[0] if len(values) == 1 else tuple(values)
+
+
+@dataclass(frozen=True, slots=True)
+class Device:
+    """The first GPU's primary context, its compute capability and one stream."""
+
+    driver: Any
+    context: Any
+    stream: Any
+    capability: tuple[int, int]
+
+    def activate(self) -> None:
+        _check(self.driver.cuCtxSetCurrent(self.context), "cuCtxSetCurrent")
+
+
+_device_lock = threading.Lock()
+
+
+@functools.lru_cache(maxsize=1)
+def _open_device() -> Device:
+    driver = driver_module()
+    try:
+        err = driver.cuInit(0)
+    except (RuntimeError, OSError) as exc:  # the driver library (libcuda) is missing
+        raise BackendError(f"the CUDA backend needs an NVIDIA driver and a GPU: {exc}") from None
+    err_code = err[0] if isinstance(err, tuple) else err
+    if int(err_code) != 0:
+        _, name = driver.cuGetErrorName(err_code)
+        raise BackendError(f"the CUDA backend needs a GPU: cuInit failed ({name.decode()}; "
+                           "no CUDA device or no usable driver)")
+    if _check(driver.cuDeviceGetCount(), "cuDeviceGetCount") < 1:
+        raise BackendError("the CUDA backend needs a GPU: no CUDA device found")
+    dev = _check(driver.cuDeviceGet(0), "cuDeviceGet")
+    ctx = _check(driver.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
+    _check(driver.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
+    attr = driver.CUdevice_attribute
+    major = _check(driver.cuDeviceGetAttribute(
+        attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev), "cuDeviceGetAttribute")
+    minor = _check(driver.cuDeviceGetAttribute(
+        attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev), "cuDeviceGetAttribute")
+    stream = _check(driver.cuStreamCreate(0), "cuStreamCreate")
+    return Device(driver, ctx, stream, (int(major), int(minor)))
+
+
+def device() -> Device:
+    """The process's CUDA device, opened once (BackendError when there is none)."""
+    with _device_lock:
+        dev = _open_device()
+    dev.activate()
+    return dev
+
+
+# ---- device copies of host arrays ----------------------------------------------------
+
+
+@dataclass(slots=True)
+class _DevArray:
+    ptr: Any  #: CUdeviceptr
+    host_newer: bool = True  #: the host wrote it since the last upload
+    device_newer: bool = False  #: a routine wrote it since the last download
+
+
+_MEM: dict[int, _DevArray] = {}
+_mem_lock = threading.RLock()
+
+
+def _free(key: int, ptr: Any) -> None:
+    with _mem_lock:
+        _MEM.pop(key, None)
+    with contextlib.suppress(BackendError, RuntimeError, OSError):  # at shutdown
+        device().driver.cuMemFree(ptr)
+
+
+def _dev_array(arr: np.ndarray) -> _DevArray:
+    with _mem_lock:
+        d = _MEM.get(id(arr))
+        if d is None:
+            dev = device()
+            ptr = _check(dev.driver.cuMemAlloc(max(arr.nbytes, 1)), "cuMemAlloc")
+            d = _MEM[id(arr)] = _DevArray(ptr)
+            weakref.finalize(arr, _free, id(arr), ptr)
+        return d
+
+
+def _upload(arr: np.ndarray, d: _DevArray) -> None:
+    if d.host_newer:
+        if arr.nbytes:
+            _check(device().driver.cuMemcpyHtoD(d.ptr, arr.ctypes.data, arr.nbytes),
+                   "cuMemcpyHtoD")
+        d.host_newer = False
+
+
+def to_host(arr: np.ndarray) -> None:
+    """Bring the host array up to date with its device copy (before the host reads it)."""
+    with _mem_lock:
+        d = _MEM.get(id(arr))
+        if d is not None and d.device_newer:
+            dev = device()
+            _check(dev.driver.cuStreamSynchronize(dev.stream), "cuStreamSynchronize")
+            if arr.nbytes:
+                _check(dev.driver.cuMemcpyDtoH(arr.ctypes.data, d.ptr, arr.nbytes),
+                       "cuMemcpyDtoH")
+            d.device_newer = False
+
+
+def host_written(arr: np.ndarray) -> None:
+    """The host wrote the whole array: upload it before the next routine reads it."""
+    with _mem_lock:
+        d = _MEM.get(id(arr))
+        if d is not None:
+            d.host_newer, d.device_newer = True, False
+
+
+# ---- routines ------------------------------------------------------------------------
+
+
+class CudaRoutine:
+    """A loaded CUDA routine: ``routine(arrays, static_args)`` like the C backend's."""
+
+    def __init__(self, prog: LoopProgram, plan: CudaPlan, image: bytes) -> None:
+        dev = device()
+        self.name = prog.name
+        self.plan = plan
+        self._dtype = NUMPY_DTYPE[prog.precision]
+        self._sizes = tuple(math.prod(b.dims) for b in prog.buffers)
+        self._buffers = prog.buffers
+        self._n_static = len(prog.static_args)
+        written = _written_buffers(prog.body)
+        self._written = tuple(b in written for b in prog.buffers)
+        self._image = np.frombuffer(image.rstrip(b"\0") + b"\0", dtype=np.uint8)
+        self._module = _check(dev.driver.cuModuleLoadData(self._image.ctypes.data),
+                              "cuModuleLoadData")
+        self._functions = [_check(dev.driver.cuModuleGetFunction(self._module, k.name.encode()),
+                                  "cuModuleGetFunction") for k in plan.kernels]
+        self._err = _check(dev.driver.cuMemAlloc(4), "cuMemAlloc")
+        self._device_checks = any(c not in {h.code for h in plan.host_checks}
+                                  for c in plan.checks)
+        self._slots = [np.zeros(len(k.buffers) + len(k.statics) + 1, dtype=np.int64)
+                       for k in plan.kernels]
+        self._params = [np.array([s.ctypes.data + 8 * i for i in range(s.size)], dtype=np.uint64)
+                        for s in self._slots]
+        self._last: tuple[int, ...] = ()
+
+    def __call__(self, arrays: Sequence[np.ndarray], static_args: Sequence[int] = ()) -> None:
+        if len(arrays) != len(self._sizes) or len(static_args) != self._n_static:
+            raise BackendError(
+                f"routine {self.name} takes {len(self._sizes)} arrays and {self._n_static} "
+                f"static ints, got {len(arrays)} and {len(static_args)}")
+        self._host_checks(static_args)
+        dev = device()
+        devs = self._device_arrays(arrays)
+        self._fill_slots(devs, static_args)
+        drv = dev.driver
+        if self._device_checks:
+            _check(drv.cuMemsetD32Async(self._err, 0, 1, dev.stream), "cuMemsetD32Async")
+        for fn, kernel, params in zip(self._functions, self.plan.kernels, self._params):
+            (blocks, threads) = kernel.grid()
+            _check(drv.cuLaunchKernel(fn, blocks, 1, 1, threads, 1, 1, 0, dev.stream,
+                                      params.ctypes.data, 0), f"cuLaunchKernel {kernel.name}")
+        with _mem_lock:
+            for d, written in zip(devs, self._written):
+                if written:
+                    d.device_newer = True
+        if self._device_checks:
+            self._read_error(dev)
+
+    def _host_checks(self, static_args: Sequence[int]) -> None:
+        for c in self.plan.host_checks:
+            index = sum(coeff * int(static_args[pos]) for coeff, pos in c.terms) + c.offset
+            if not 0 <= index < c.bound:
+                what = self.plan.checks.get(c.code, "unknown error code")
+                raise RuntimeDataError(f"routine {self.name} failed with code {c.code}: {what}")
+
+    def _device_arrays(self, arrays: Sequence[np.ndarray]) -> list[_DevArray]:
+        devs: list[_DevArray] = []
+        for pos, arr in enumerate(arrays):
+            if not (isinstance(arr, np.ndarray) and arr.dtype == self._dtype
+                    and arr.size == self._sizes[pos] and arr.flags.c_contiguous):
+                raise BackendError(f"routine {self.name}: buffer {self._buffers[pos].name!r} "
+                                   f"needs a C-contiguous {self._dtype} array of "
+                                   f"{self._sizes[pos]} elements")
+            d = _dev_array(arr)
+            _upload(arr, d)
+            devs.append(d)
+        return devs
+
+    def _fill_slots(self, devs: list[_DevArray], static_args: Sequence[int]) -> None:
+        ptrs = tuple(int(d.ptr) for d in devs)
+        for kernel, slots in zip(self.plan.kernels, self._slots):
+            nb = len(kernel.buffers)
+            if ptrs != self._last:
+                slots[:nb] = [ptrs[i] for i in kernel.buffers]
+                slots[-1] = int(self._err)
+            slots[nb:-1] = [int(static_args[i]) for i in kernel.statics]
+        self._last = ptrs
+
+    def _read_error(self, dev: Device) -> None:
+        code = np.zeros(1, dtype=np.int32)
+        _check(dev.driver.cuStreamSynchronize(dev.stream), "cuStreamSynchronize")
+        _check(dev.driver.cuMemcpyDtoH(code.ctypes.data, self._err, 4), "cuMemcpyDtoH")
+        if code[0] != 0:
+            what = self.plan.checks.get(int(code[0]), "unknown error code")
+            raise RuntimeDataError(f"routine {self.name} failed with code {code[0]}: {what}")
+
+
+def device_arch() -> str:
+    """``sm_XY`` of the device (NVRTC compiles SASS for it)."""
+    major, minor = device().capability
+    return f"sm_{major}{minor}"
+
+
+def compile_cuda_routine(prog: LoopProgram, plan: CudaPlan) -> CudaRoutine:
+    """Compile (or reuse the cached image of) `plan` for the device and load it."""
+    image = compile_ptx(plan.cname, plan.source, device_arch())
+    return CudaRoutine(prog, plan, image)
+
+
+def synchronize() -> None:
+    """Wait for every launch on the stream to finish (timing, before host reads)."""
+    dev = device()
+    _check(dev.driver.cuStreamSynchronize(dev.stream), "cuStreamSynchronize")
