@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import assert_never
 
 from ..errors import ShapeError
-from .constraints import Constraint, DimAtLeast, Origin, RowEq, RowIneq
+from .constraints import Constraint, DimAtLeast, DimIneq, Origin, RowEq, RowIneq
 from .relations import (
     BatchSlice,
     Compose,
@@ -75,21 +75,43 @@ def _relation_constraints(rel: Relation, solver: Solver, slots: list[Shape],
 
 
 class _SpecVars:
-    """Fresh solver variables for one derivation of an einsum spec."""
+    """Fresh solver variables for one derivation of an einsum spec.
+
+    The result's rows are the spec's rows exactly. An operand's labeled axis is its own dim
+    and an operand's row variable its own row, bounded by the label's dim / the spec's row
+    (seed 002: einsum broadcasts like Pointwise_bin; a size-1 axis meets any size, as in
+    NumPy). One dim per label per operand, so a diagonal (`ii`) within one operand is exact.
+    """
 
     def __init__(self, solver: Solver) -> None:
         self.solver = solver
         self.labels: dict[str, DimVar] = {}
         self.rows: dict[str, RowVar] = {}
         self.fixed: list[tuple[DimVar, int]] = []  #: fixed-index axes and their index
+        self.own_dims: dict[tuple[int, str], DimVar] = {}  #: (operand slot, label) -> dim
+        self.own_rows: dict[tuple[int, str], RowVar] = {}  #: (operand slot, row var) -> row
+        #: (slot, label, label's dim, operand's dim): the label's >= the operand's
+        self.dim_bounds: list[tuple[int, str, DimVar, DimVar]] = []
+        #: (slot, row var, spec's row, operand's row): the spec's >= the operand's
+        self.row_bounds: list[tuple[int, str, RowVar, RowVar]] = []
 
     def label(self, name: str) -> DimVar:
         if name not in self.labels:
             self.labels[name] = self.solver.fresh_dim(name)
         return self.labels[name]
 
-    def axis(self, ax: AxisSpec) -> DimTerm:
+    def row_var(self, key: str) -> RowVar:
+        if key not in self.rows:
+            self.rows[key] = self.solver.fresh_row()
+        return self.rows[key]
+
+    def axis(self, ax: AxisSpec, slot: int) -> DimTerm:
         match ax:
+            case Label(name=n) if slot > 0:
+                if (slot, n) not in self.own_dims:
+                    self.own_dims[(slot, n)] = self.solver.fresh_dim(n)
+                    self.dim_bounds.append((slot, n, self.label(n), self.own_dims[(slot, n)]))
+                return self.own_dims[(slot, n)]
             case Label(name=n):
                 return self.label(n)
             case FixedIndex(value=c):
@@ -108,17 +130,33 @@ class _SpecVars:
             case _:
                 raise AssertionError(ax)
 
-    def row(self, spec: RowSpec | None, kind: Kind) -> Row:
+    def row(self, spec: RowSpec | None, kind: Kind, slot: int) -> Row:
+        """The spec's row for tensor `slot` (0 the result)."""
         if spec is None:
             return Row.closed(())
-        beg = tuple(self.axis(a) for a in spec.beg)
-        end = tuple(self.axis(a) for a in spec.end)
+        beg = tuple(self.axis(a, slot) for a in spec.beg)
+        end = tuple(self.axis(a, slot) for a in spec.end)
         if spec.var is None:
             return Row.closed(beg + end)
         key = row_var_key(spec.var, kind)
-        if key not in self.rows:
-            self.rows[key] = self.solver.fresh_row()
-        return Row.open(self.rows[key], beg, end)
+        if slot == 0:
+            return Row.open(self.row_var(key), beg, end)
+        if (slot, key) not in self.own_rows:
+            self.own_rows[(slot, key)] = self.solver.fresh_row()
+            self.row_bounds.append((slot, spec.var, self.row_var(key),
+                                    self.own_rows[(slot, key)]))
+        return Row.open(self.own_rows[(slot, key)], beg, end)
+
+    def bound_constraints(self, slots: list[Shape], origin: Origin) -> list[Constraint]:
+        """spec's label dim >= the operand's axis; spec's row variable >= the operand's."""
+        def at(slot: int, name: str) -> Origin:
+            return origin.at(f"{slots[slot].label} axes '{name}' vs the spec's")
+
+        out: list[Constraint] = [DimIneq(d, own, at(slot, n))
+                                 for slot, n, d, own in self.dim_bounds]
+        out.extend(RowIneq(Row.open(r), Row.open(own), at(slot, n))
+                   for slot, n, r, own in self.row_bounds)
+        return out
 
 
 def _einsum_constraints(spec: EinsumSpec, solver: Solver, result: Shape, operands: list[Shape],
@@ -128,11 +166,13 @@ def _einsum_constraints(spec: EinsumSpec, solver: Solver, result: Shape, operand
                          f"called with {len(operands)}", origin.span)
     sv = _SpecVars(solver)
     out: list[Constraint] = []
-    for sh, ss in [(result, spec.result), *zip(operands, spec.operands, strict=True)]:
+    for slot, (sh, ss) in enumerate([(result, spec.result),
+                                     *zip(operands, spec.operands, strict=True)]):
         for kind, rs in ((Kind.BATCH, ss.batch), (Kind.OUTPUT, ss.output),
                          (Kind.INPUT, ss.input)):
             where = f"{sh.label}.{kind.value} vs spec"
-            out.append(RowEq(sh.row(kind), sv.row(rs, kind), origin.at(where)))
+            out.append(RowEq(sh.row(kind), sv.row(rs, kind, slot), origin.at(where)))
+    out.extend(sv.bound_constraints([result, *operands], origin))
     for v, c in sv.fixed:
         out.append(DimAtLeast(v, c + 1, origin.at(f"fixed index {c}")))
     return out

@@ -99,6 +99,8 @@ class _Derivation:
         self.ids = [tuple(tuple(self.uf.new(n) for n in row) for row in t) for t in self.tensors]
         self.derived: dict[int, _Derived] = {}
         self.labels: dict[str, list[int]] = {}
+        self.slot = 0  #: the tensor whose spec row `match_row` is reading
+        self.label_slots: dict[str, list[int]] = {}  #: parallel to `labels`
 
     def ineq(self, cur: tuple[int, ...], sub: tuple[int, ...]) -> None:
         """Rules 2, 3, 5: align from the right; a size-one sub axis is severed at 0."""
@@ -144,23 +146,47 @@ class _Derivation:
                 assert_never(rel)
 
     def einsum(self, specs: list[ShapeSpec]) -> None:
-        segments: dict[str, list[tuple[int, ...]]] = {}
-        for ids, ss in zip(self.ids, specs, strict=True):
+        segments: dict[str, list[tuple[int, tuple[int, ...]]]] = {}
+        for slot, (ids, ss) in enumerate(zip(self.ids, specs, strict=True)):
+            self.slot = slot
             for rs, row, kind in ((ss.batch, ids[0], Kind.BATCH), (ss.output, ids[1], Kind.OUTPUT),
                                   (ss.input, ids[2], Kind.INPUT)):
                 self.match_row(rs, row, kind, segments)
-        for group in self.labels.values():
-            for x in group[1:]:
-                self.uf.union(group[0], x)
+        for name, group in self.labels.items():
+            slots = self.label_slots[name]
+            for slot in set(slots):
+                sizes = {self.uf.size[i] for i, s in zip(group, slots, strict=True) if s == slot}
+                if len(sizes) > 1:
+                    raise ShapeError(f"projections of {self.uf.op}: label '{name}' has axes of "
+                                     f"sizes {sorted(sizes)} in one tensor")
+            members = [(s, (i,)) for i, s in zip(group, slots, strict=True)]
+            self.labels[name] = list(self.broadcast_class(name, members))
         for name, segs in segments.items():
-            for s in segs[1:]:
-                if len(s) != len(segs[0]):
-                    raise ShapeError(f"projections of {self.uf.op}: row variable '{name}' "
-                                     f"covers {len(segs[0])} and {len(s)} axes")
-                self.equal(segs[0], s)
+            self.broadcast_class(name, segs)
+
+    def broadcast_class(self, name: str, members: list[tuple[int, tuple[int, ...]]]
+                        ) -> tuple[int, ...]:
+        """The axes a label or row variable stands for: the result's axes iterate with them
+        exactly; an operand's may be fewer (a row variable) or of size 1, read at position 0
+        (broadcast, as `ineq`; shape inference bounds them: spec >= operand)."""
+        n = max(len(seg) for _, seg in members)
+        spec_axes = []
+        for j in range(n, 0, -1):
+            sizes = [self.uf.size[seg[-j]] for _, seg in members if len(seg) >= j]
+            spec_axes.append(self.uf.new(next((x for x in sizes if x != 1), 1)))
+        axes = tuple(spec_axes)
+        for slot, seg in members:
+            if slot == 0 and len(seg) != n:
+                raise ShapeError(f"projections of {self.uf.op}: '{name}' covers {n} axes in "
+                                 f"an operand but {len(seg)} in the result")
+            if slot == 0:
+                self.equal(axes, seg)
+            else:
+                self.ineq(axes, seg)
+        return axes
 
     def match_row(self, rs: RowSpec | None, row: tuple[int, ...], kind: Kind,
-                  segments: dict[str, list[tuple[int, ...]]]) -> None:
+                  segments: dict[str, list[tuple[int, tuple[int, ...]]]]) -> None:
         if rs is None:
             rs = RowSpec((), None, ())
         nb, ne = len(rs.beg), len(rs.end)
@@ -170,12 +196,14 @@ class _Derivation:
         for ax, i in zip(rs.beg + rs.end, row[:nb] + row[len(row) - ne:], strict=True):
             self.axis(ax, i)
         if rs.var is not None:
-            segments.setdefault(row_var_key(rs.var, kind), []).append(row[nb:len(row) - ne])
+            segments.setdefault(row_var_key(rs.var, kind), []).append(
+                (self.slot, row[nb:len(row) - ne]))
 
     def axis(self, ax: AxisSpec, i: int) -> None:
         match ax:
             case Label(name=n):
                 self.labels.setdefault(n, []).append(i)
+                self.label_slots.setdefault(n, []).append(self.slot)
             case FixedIndex(value=c):
                 if not 0 <= c < self.uf.size[i]:
                     raise ShapeError(f"projections of {self.uf.op}: fixed index {c} is out of "
