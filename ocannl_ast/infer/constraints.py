@@ -82,6 +82,16 @@ class RowIneq:
 
 
 @dataclass(frozen=True, slots=True)
+class RowBcast:
+    """cur >= subr with as many axes: an einsum operand's row variable under the spec's
+    (per-axis broadcasting only, no extra or missing axes)."""
+
+    cur: Row
+    subr: Row
+    origin: Origin = field(default=NO_ORIGIN, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
 class TotalElems:
     """The row's axes multiply to exactly `n` elements."""
 
@@ -99,7 +109,7 @@ class DimAtLeast:
     origin: Origin = field(default=NO_ORIGIN, compare=False)
 
 
-Constraint = DimEq | RowEq | DimIneq | RowIneq | TotalElems | DimAtLeast
+Constraint = DimEq | RowEq | DimIneq | RowIneq | RowBcast | TotalElems | DimAtLeast
 
 
 class Substitution(Protocol):
@@ -119,7 +129,7 @@ def constraint_vars(c: Constraint, out: set[tuple[str, int]],
         case DimEq(a=a, b=b) | DimIneq(cur=a, subr=b):
             dim_vars(sd(a), out)
             dim_vars(sd(b), out)
-        case RowEq(a=a, b=b) | RowIneq(cur=a, subr=b):
+        case RowEq(a=a, b=b) | RowIneq(cur=a, subr=b) | RowBcast(cur=a, subr=b):
             row_vars(sr(a), out)
             row_vars(sr(b), out)
         case TotalElems(row=r):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import assert_never
 
 from ..errors import ShapeError
-from .constraints import Constraint, DimAtLeast, DimIneq, Origin, RowEq, RowIneq
+from .constraints import Constraint, DimAtLeast, DimIneq, Origin, RowBcast, RowEq, RowIneq
 from .relations import (
     BatchSlice,
     Compose,
@@ -25,6 +25,7 @@ from .relations import (
     SpecRows,
     Terminal,
     Transpose,
+    exact_labels,
     logic_name,
     logic_of_string,
     row_relations,
@@ -83,8 +84,9 @@ class _SpecVars:
     NumPy). One dim per label per operand, so a diagonal (`ii`) within one operand is exact.
     """
 
-    def __init__(self, solver: Solver) -> None:
+    def __init__(self, solver: Solver, spec: EinsumSpec) -> None:
         self.solver = solver
+        self.exact = exact_labels(spec)
         self.labels: dict[str, DimVar] = {}
         self.rows: dict[str, RowVar] = {}
         self.fixed: list[tuple[DimVar, int]] = []  #: fixed-index axes and their index
@@ -107,7 +109,7 @@ class _SpecVars:
 
     def axis(self, ax: AxisSpec, slot: int) -> DimTerm:
         match ax:
-            case Label(name=n) if slot > 0:
+            case Label(name=n) if slot > 0 and n not in self.exact:
                 if (slot, n) not in self.own_dims:
                     self.own_dims[(slot, n)] = self.solver.fresh_dim(n)
                     self.dim_bounds.append((slot, n, self.label(n), self.own_dims[(slot, n)]))
@@ -154,7 +156,7 @@ class _SpecVars:
 
         out: list[Constraint] = [DimIneq(d, own, at(slot, n))
                                  for slot, n, d, own in self.dim_bounds]
-        out.extend(RowIneq(Row.open(r), Row.open(own), at(slot, n))
+        out.extend(RowBcast(Row.open(r), Row.open(own), at(slot, n))
                    for slot, n, r, own in self.row_bounds)
         return out
 
@@ -164,7 +166,7 @@ def _einsum_constraints(spec: EinsumSpec, solver: Solver, result: Shape, operand
     if len(spec.operands) != len(operands):
         raise ShapeError(f'einsum spec "{spec.text}" has {len(spec.operands)} operand(s), '
                          f"called with {len(operands)}", origin.span)
-    sv = _SpecVars(solver)
+    sv = _SpecVars(solver, spec)
     out: list[Constraint] = []
     for slot, (sh, ss) in enumerate([(result, spec.result),
                                      *zip(operands, spec.operands, strict=True)]):

@@ -84,6 +84,20 @@ class Bounds:
         return found.pop() if len(found) == 1 else 1
 
 
+    def reaches(self, v: int, targets: set[int]) -> bool:
+        """Whether `v` or a variable above it (v <= w <= ...) is one of `targets`."""
+        seen, todo = {v}, [v]
+        while todo:
+            x = todo.pop()
+            if x in targets:
+                return True
+            for cur in self.dims_above.get(x, ()):
+                if isinstance(cur, DimVar) and cur.id not in seen:
+                    seen.add(cur.id)
+                    todo.append(cur.id)
+        return False
+
+
 def one_bounded_ids(s: Solver) -> set[int]:
     """Unsolved dim variables some use bounds by a size-1 axis: they close to 1."""
     out: set[int] = set()

@@ -24,15 +24,17 @@ from .relations import (
     RowRef,
     RowSame,
     SpecRows,
+    exact_labels,
     logic_name,
     row_relations,
     row_var_key,
 )
-from .spec_ast import Affine, AxisSpec, Concat, FixedIndex, Label, RowSpec, ShapeSpec, Wildcard
+from .spec_ast import Affine, AxisSpec, Concat, EinsumSpec, FixedIndex, Label, RowSpec, Wildcard
 from .terms import Kind, kernel_span
 
 ShapeDims = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]  # batch, output, input
 _ROW_IX = {Kind.BATCH: 0, Kind.OUTPUT: 1, Kind.INPUT: 2}  #: a row's place in ShapeDims
+_Seg = tuple[int, tuple[int, ...]]  #: a tensor slot and axis ids (a label's or row var's)
 
 def fresh_symbol(name: str) -> Symbol:
     """A loop iterator or static argument with a process-unique id."""
@@ -141,31 +143,41 @@ class _Derivation:
                 self.uf.pin_to(row(w)[0], sym)
                 self.equal(row(r), row(w)[1:])
             case SpecRows(spec=spec):
-                self.einsum([spec.result, *spec.operands])
+                self.einsum(spec)
             case _:
                 assert_never(rel)
 
-    def einsum(self, specs: list[ShapeSpec]) -> None:
-        segments: dict[str, list[tuple[int, tuple[int, ...]]]] = {}
-        for slot, (ids, ss) in enumerate(zip(self.ids, specs, strict=True)):
+    def einsum(self, spec: EinsumSpec) -> None:
+        exact = exact_labels(spec)
+        segments: dict[str, list[_Seg]] = {}
+        for slot, (ids, ss) in enumerate(zip(self.ids, [spec.result, *spec.operands],
+                                             strict=True)):
             self.slot = slot
             for rs, row, kind in ((ss.batch, ids[0], Kind.BATCH), (ss.output, ids[1], Kind.OUTPUT),
                                   (ss.input, ids[2], Kind.INPUT)):
                 self.match_row(rs, row, kind, segments)
         for name, group in self.labels.items():
             slots = self.label_slots[name]
-            for slot in set(slots):
-                sizes = {self.uf.size[i] for i, s in zip(group, slots, strict=True) if s == slot}
-                if len(sizes) > 1:
-                    raise ShapeError(f"projections of {self.uf.op}: label '{name}' has axes of "
-                                     f"sizes {sorted(sizes)} in one tensor")
-            members = [(s, (i,)) for i, s in zip(group, slots, strict=True)]
-            self.labels[name] = list(self.broadcast_class(name, members))
+            members: list[_Seg] = [(s, (i,)) for i, s in zip(group, slots, strict=True)]
+            self.check_diagonals(name, members)
+            if name in exact:  # affine / concatenation labels: no broadcasting
+                for x in group[1:]:
+                    self.uf.union(group[0], x)
+            else:
+                self.labels[name] = list(self.broadcast_class(name, members))
         for name, segs in segments.items():
             self.broadcast_class(name, segs)
 
-    def broadcast_class(self, name: str, members: list[tuple[int, tuple[int, ...]]]
-                        ) -> tuple[int, ...]:
+    def check_diagonals(self, name: str, members: list[_Seg]) -> None:
+        """A label repeated within one tensor (a diagonal) has one size there: it does not
+        broadcast against itself (NumPy rejects `ii` on a 1x3 operand too)."""
+        for slot in {s for s, _ in members}:
+            sizes = {self.uf.size[seg[0]] for s, seg in members if s == slot}
+            if len(sizes) > 1:
+                raise ShapeError(f"projections of {self.uf.op}: label '{name}' has axes of "
+                                 f"sizes {sorted(sizes)} in one tensor")
+
+    def broadcast_class(self, name: str, members: list[_Seg]) -> tuple[int, ...]:
         """The axes a label or row variable stands for: the result's axes iterate with them
         exactly; an operand's may be fewer (a row variable) or of size 1, read at position 0
         (broadcast, as `ineq`; shape inference bounds them: spec >= operand)."""
@@ -186,7 +198,7 @@ class _Derivation:
         return axes
 
     def match_row(self, rs: RowSpec | None, row: tuple[int, ...], kind: Kind,
-                  segments: dict[str, list[tuple[int, tuple[int, ...]]]]) -> None:
+                  segments: dict[str, list[_Seg]]) -> None:
         if rs is None:
             rs = RowSpec((), None, ())
         nb, ne = len(rs.beg), len(rs.end)
