@@ -70,6 +70,9 @@ class DimIneq:
     cur: DimTerm
     subr: DimTerm
     origin: Origin = field(default=NO_ORIGIN, compare=False)
+    #: an einsum label over an operand's axis (closing: a parameter's dim under a label
+    #: that nothing else bounds is undetermined, as when the label was the axis)
+    label: bool = field(default=False, compare=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -154,7 +154,7 @@ class _SpecVars:
         def at(slot: int, name: str) -> Origin:
             return origin.at(f"{slots[slot].label} axes '{name}' vs the spec's")
 
-        out: list[Constraint] = [DimIneq(d, own, at(slot, n))
+        out: list[Constraint] = [DimIneq(d, own, at(slot, n), label=True)
                                  for slot, n, d, own in self.dim_bounds]
         out.extend(RowBcast(Row.open(r), Row.open(own), at(slot, n))
                    for slot, n, r, own in self.row_bounds)

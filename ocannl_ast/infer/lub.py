@@ -27,6 +27,7 @@ class Bounds:
         self.rows_above: dict[int, list[tuple[Row, Row]]] = {}  #: subr var -> (cur, subr)
         self.dims_above: dict[int, list[DimTerm]] = {}  #: subr var -> curs
         self.at_least: dict[int, int] = {}  #: dim var -> positions a fixed index needs
+        self.under_label: set[int] = set()  #: dim vars an einsum label bounds from above
         for c in s.stuck():
             match c:
                 case RowIneq():
@@ -38,6 +39,8 @@ class Bounds:
                     d = s.subst_dim(c.subr)
                     if isinstance(d, DimVar):
                         self.dims_above.setdefault(d.id, []).append(s.subst_dim(c.cur))
+                        if c.label:
+                            self.under_label.add(d.id)
                 case DimAtLeast():
                     d = s.subst_dim(c.d)
                     if isinstance(d, DimVar):
