@@ -37,6 +37,7 @@ from ocannl_ast.lowering.loop_ir import (
     Noop,
     Seq,
     SetCell,
+    SetFromVec,
     SetLocal,
     Stmt,
     Symbol,
@@ -161,6 +162,12 @@ class _Uses:
                 self.fills = True
             case CheckIndex(index=index):
                 self.syms.update(sym for _, sym in index.terms)
+            case SetFromVec(buffer=buf, vector=vec, value=value):
+                # writes a run of cells from one index: kept serial like a fill
+                self.bufs.add(buf)
+                self.fills = True
+                self.syms.update(sym for _, sym in vec.terms)
+                _expr_uses(value, self.bufs, self.syms, self.reads)
             case _:
                 assert_never(s)
 

@@ -112,6 +112,11 @@ def _close_leaf_rows_empty(s: Solver, leaf_rows: list[int], rows: RowOccs, o: Or
 def _close_dims(s: Solver, bounds: Bounds, dims: DimOccs, leaf_dims: set[int],
                 o: Origin) -> bool:
     at_least = bounds.at_least
+    # before interiors close to 1: a parameter's dim that nothing bounds, neither itself
+    # nor an interior dim above it (an einsum label over it: label >= the operand's axis)
+    used = at_least.keys() | one_bounded_ids(s)
+    _check_params(dims, [v for v in sorted(leaf_dims)
+                         if v in bounds.under_label and not bounds.reaches(v, used)])
     interior_dims = sorted(set(dims) - leaf_dims)
     if interior_dims:
         for v in interior_dims:
@@ -119,13 +124,17 @@ def _close_dims(s: Solver, bounds: Bounds, dims: DimOccs, leaf_dims: set[int],
             n = Bounds(s).dim_lub(v) if at_least.get(v, 1) > 1 else None
             s.bind_dim(DimVar(v), Dim(n if n is not None else at_least.get(v, 1)), o)
         return True
-    used = at_least.keys() | one_bounded_ids(s)
-    for v in sorted(leaf_dims):
-        params = [sh for sh in dims[v] if sh.is_param]
-        if params and v not in used:
-            raise ShapeError(f"parameter '{params[0].label}': a dimension is not "
-                             "determined by any use; pass its dims explicitly",
-                             getattr(params[0], "span", None))
+    _check_params(dims, [v for v in sorted(leaf_dims) if v not in used])
     for v in sorted(dims):
         s.bind_dim(DimVar(v), Dim(at_least.get(v, 1)), o)
     return bool(dims)
+
+
+def _check_params(dims: DimOccs, undetermined: list[int]) -> None:
+    """A parameter's dim among `undetermined` is a ShapeError naming the parameter."""
+    for v in undetermined:
+        params = [sh for sh in dims[v] if sh.is_param]
+        if params:
+            raise ShapeError(f"parameter '{params[0].label}': a dimension is not "
+                             "determined by any use; pass its dims explicitly",
+                             getattr(params[0], "span", None))

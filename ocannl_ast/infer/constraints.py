@@ -71,11 +71,24 @@ class DimIneq:
     cur: DimTerm
     subr: DimTerm
     origin: Origin = field(default=NO_ORIGIN, compare=False)
+    #: an einsum label over an operand's axis (closing: a parameter's dim under a label
+    #: that nothing else bounds is undetermined, as when the label was the axis)
+    label: bool = field(default=False, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
 class RowIneq:
     """cur >= subr: cur has at least subr's axes; aligned from the right, dim-wise >=."""
+
+    cur: Row
+    subr: Row
+    origin: Origin = field(default=NO_ORIGIN, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class RowBcast:
+    """cur >= subr with as many axes: an einsum operand's row variable under the spec's
+    (per-axis broadcasting only, no extra or missing axes)."""
 
     cur: Row
     subr: Row
@@ -131,8 +144,8 @@ class ConcatSum:
     origin: Origin = field(default=NO_ORIGIN, compare=False)
 
 
-Constraint = (DimEq | RowEq | DimIneq | RowIneq | TotalElems | DimAtLeast | ConcatSum
-              | RowsTotal)
+Constraint = (DimEq | RowEq | DimIneq | RowIneq | RowBcast | TotalElems | DimAtLeast
+              | ConcatSum | RowsTotal)
 
 
 class Substitution(Protocol):
@@ -152,7 +165,7 @@ def constraint_vars(c: Constraint, out: set[tuple[str, int]],
         case DimEq(a=a, b=b) | DimIneq(cur=a, subr=b):
             dim_vars(sd(a), out)
             dim_vars(sd(b), out)
-        case RowEq(a=a, b=b) | RowIneq(cur=a, subr=b):
+        case RowEq(a=a, b=b) | RowIneq(cur=a, subr=b) | RowBcast(cur=a, subr=b):
             row_vars(sr(a), out)
             row_vars(sr(b), out)
         case TotalElems(row=r):

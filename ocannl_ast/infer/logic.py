@@ -10,8 +10,17 @@ from __future__ import annotations
 from typing import assert_never
 
 from ..errors import ShapeError
-from .concat import AxisKey, discardable
-from .constraints import ConcatSum, Constraint, DimAtLeast, Origin, RowEq, RowIneq
+from .concat import AxisKey
+from .constraints import (
+    ConcatSum,
+    Constraint,
+    DimAtLeast,
+    DimIneq,
+    Origin,
+    RowBcast,
+    RowEq,
+    RowIneq,
+)
 from .relations import (
     BatchSlice,
     Compose,
@@ -26,6 +35,7 @@ from .relations import (
     SpecRows,
     Terminal,
     Transpose,
+    exact_labels,
     logic_name,
     logic_of_string,
     row_relations,
@@ -76,13 +86,26 @@ def _relation_constraints(rel: Relation, solver: Solver, slots: list[Shape],
 
 
 class _SpecVars:
-    """Fresh solver variables for one derivation of an einsum spec."""
+    """Fresh solver variables for one derivation of an einsum spec.
 
-    def __init__(self, solver: Solver) -> None:
+    The result's rows are the spec's rows exactly. An operand's labeled axis is its own dim
+    and an operand's row variable its own row, bounded by the label's dim / the spec's row
+    (seed 002: einsum broadcasts like Pointwise_bin; a size-1 axis meets any size, as in
+    NumPy). One dim per label per operand, so a diagonal (`ii`) within one operand is exact.
+    """
+
+    def __init__(self, solver: Solver, spec: EinsumSpec) -> None:
         self.solver = solver
+        self.exact = exact_labels(spec)
         self.labels: dict[str, DimVar] = {}
         self.rows: dict[str, RowVar] = {}
         self.fixed: list[tuple[DimVar, int]] = []  #: fixed-index axes and their index
+        self.own_dims: dict[tuple[int, str], DimVar] = {}  #: (operand slot, label) -> dim
+        self.own_rows: dict[tuple[int, str], RowVar] = {}  #: (operand slot, row var) -> row
+        #: (slot, label, label's dim, operand's dim): the label's >= the operand's
+        self.dim_bounds: list[tuple[int, str, DimVar, DimVar]] = []
+        #: (slot, row var, spec's row, operand's row): the spec's >= the operand's
+        self.row_bounds: list[tuple[int, str, RowVar, RowVar]] = []
         #: concatenated axes: total, parts, discardable flags (seed 004)
         self.sums: list[tuple[DimVar, tuple[DimTerm, ...], tuple[bool, ...]]] = []
         self.verdicts: dict[AxisKey, tuple[bool, ...]] = {}
@@ -102,8 +125,18 @@ class _SpecVars:
             self.labels[name] = self.solver.fresh_dim(name)
         return self.labels[name]
 
-    def axis(self, ax: AxisSpec, pos: int = 0) -> DimTerm:
+    def row_var(self, key: str) -> RowVar:
+        if key not in self.rows:
+            self.rows[key] = self.solver.fresh_row()
+        return self.rows[key]
+
+    def axis(self, ax: AxisSpec, slot: int, pos: int = 0) -> DimTerm:
         match ax:
+            case Label(name=n) if slot > 0 and n not in self.exact:
+                if (slot, n) not in self.own_dims:
+                    self.own_dims[(slot, n)] = self.solver.fresh_dim(n)
+                    self.dim_bounds.append((slot, n, self.label(n), self.own_dims[(slot, n)]))
+                return self.own_dims[(slot, n)]
             case Label(name=n):
                 return self.label(n)
             case FixedIndex(value=c):
@@ -122,18 +155,34 @@ class _SpecVars:
             case _:
                 raise AssertionError(ax)
 
-    def row(self, spec: RowSpec | None, kind: Kind) -> Row:
+    def row(self, spec: RowSpec | None, kind: Kind, slot: int) -> Row:
+        """The spec's row for tensor `slot` (0 the result)."""
         if spec is None:
             return Row.closed(())
-        self.where = (self.where[0], kind)
-        beg = tuple(self.axis(a, j) for j, a in enumerate(spec.beg))
-        end = tuple(self.axis(a, len(spec.beg) + j) for j, a in enumerate(spec.end))
+        self.where = (slot, kind)
+        beg = tuple(self.axis(a, slot, j) for j, a in enumerate(spec.beg))
+        end = tuple(self.axis(a, slot, len(spec.beg) + j) for j, a in enumerate(spec.end))
         if spec.var is None:
             return Row.closed(beg + end)
         key = row_var_key(spec.var, kind)
-        if key not in self.rows:
-            self.rows[key] = self.solver.fresh_row()
-        return Row.open(self.rows[key], beg, end)
+        if slot == 0:
+            return Row.open(self.row_var(key), beg, end)
+        if (slot, key) not in self.own_rows:
+            self.own_rows[(slot, key)] = self.solver.fresh_row()
+            self.row_bounds.append((slot, spec.var, self.row_var(key),
+                                    self.own_rows[(slot, key)]))
+        return Row.open(self.own_rows[(slot, key)], beg, end)
+
+    def bound_constraints(self, slots: list[Shape], origin: Origin) -> list[Constraint]:
+        """spec's label dim >= the operand's axis; spec's row variable >= the operand's."""
+        def at(slot: int, name: str) -> Origin:
+            return origin.at(f"{slots[slot].label} axes '{name}' vs the spec's")
+
+        out: list[Constraint] = [DimIneq(d, own, at(slot, n), label=True)
+                                 for slot, n, d, own in self.dim_bounds]
+        out.extend(RowBcast(Row.open(r), Row.open(own), at(slot, n))
+                   for slot, n, r, own in self.row_bounds)
+        return out
 
 
 def _einsum_constraints(spec: EinsumSpec, solver: Solver, result: Shape, operands: list[Shape],
@@ -141,16 +190,15 @@ def _einsum_constraints(spec: EinsumSpec, solver: Solver, result: Shape, operand
     if len(spec.operands) != len(operands):
         raise ShapeError(f'einsum spec "{spec.text}" has {len(spec.operands)} operand(s), '
                          f"called with {len(operands)}", origin.span)
-    sv = _SpecVars(solver)
-    sv.verdicts = discardable(spec)
+    sv = _SpecVars(solver, spec)
     out: list[Constraint] = []
     for slot, (sh, ss) in enumerate([(result, spec.result),
                                      *zip(operands, spec.operands, strict=True)]):
-        sv.where = (slot, Kind.OUTPUT)
         for kind, rs in ((Kind.BATCH, ss.batch), (Kind.OUTPUT, ss.output),
                          (Kind.INPUT, ss.input)):
             where = f"{sh.label}.{kind.value} vs spec"
-            out.append(RowEq(sh.row(kind), sv.row(rs, kind), origin.at(where)))
+            out.append(RowEq(sh.row(kind), sv.row(rs, kind, slot), origin.at(where)))
+    out.extend(sv.bound_constraints([result, *operands], origin))
     for v, c in sv.fixed:
         out.append(DimAtLeast(v, c + 1, origin.at(f"fixed index {c}")))
     for total, parts, flags in sv.sums:

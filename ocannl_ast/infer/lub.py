@@ -27,6 +27,7 @@ class Bounds:
         self.rows_above: dict[int, list[tuple[Row, Row]]] = {}  #: subr var -> (cur, subr)
         self.dims_above: dict[int, list[DimTerm]] = {}  #: subr var -> curs
         self.at_least: dict[int, int] = {}  #: dim var -> positions a fixed index needs
+        self.under_label: set[int] = set()  #: dim vars an einsum label bounds from above
         for c in s.stuck():
             match c:
                 case RowIneq():
@@ -38,6 +39,8 @@ class Bounds:
                     d = s.subst_dim(c.subr)
                     if isinstance(d, DimVar):
                         self.dims_above.setdefault(d.id, []).append(s.subst_dim(c.cur))
+                        if c.label:
+                            self.under_label.add(d.id)
                 case DimAtLeast():
                     d = s.subst_dim(c.d)
                     if isinstance(d, DimVar):
@@ -82,6 +85,20 @@ class Bounds:
         if not found:
             return None
         return found.pop() if len(found) == 1 else 1
+
+
+    def reaches(self, v: int, targets: set[int]) -> bool:
+        """Whether `v` or a variable above it (v <= w <= ...) is one of `targets`."""
+        seen, todo = {v}, [v]
+        while todo:
+            x = todo.pop()
+            if x in targets:
+                return True
+            for cur in self.dims_above.get(x, ()):
+                if isinstance(cur, DimVar) and cur.id not in seen:
+                    seen.add(cur.id)
+                    todo.append(cur.id)
+        return False
 
 
 def one_bounded_ids(s: Solver) -> set[int]:

@@ -27,15 +27,17 @@ from .relations import (
     RowRef,
     RowSame,
     SpecRows,
+    exact_labels,
     logic_name,
     row_relations,
     row_var_key,
 )
-from .spec_ast import Affine, AxisSpec, Concat, FixedIndex, Label, RowSpec, ShapeSpec, Wildcard
+from .spec_ast import Affine, AxisSpec, Concat, EinsumSpec, FixedIndex, Label, RowSpec, Wildcard
 from .terms import Kind, kernel_span
 
 ShapeDims = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]  # batch, output, input
 _ROW_IX = {Kind.BATCH: 0, Kind.OUTPUT: 1, Kind.INPUT: 2}  #: a row's place in ShapeDims
+_Seg = tuple[int, tuple[int, ...]]  #: a tensor slot and axis ids (a label's or row var's)
 
 def fresh_symbol(name: str) -> Symbol:
     """A loop iterator or static argument with a process-unique id."""
@@ -104,6 +106,8 @@ class _Derivation:
         self.derived: dict[int, _Derived] = {}
         self.labels: dict[str, list[int]] = {}
         self.concats = Coupling(self.uf.op)  #: concatenated axes (seed 004)
+        self.slot = 0  #: the tensor whose spec row `match_row` is reading
+        self.label_slots: dict[str, list[int]] = {}  #: parallel to `labels`
 
     def ineq(self, cur: tuple[int, ...], sub: tuple[int, ...]) -> None:
         """Rules 2, 3, 5: align from the right; a size-one sub axis is severed at 0."""
@@ -145,29 +149,65 @@ class _Derivation:
                 self.equal(row(r), row(w)[1:])
             case SpecRows(spec=spec):
                 self.concats.verdicts = discardable(spec)
-                self.einsum([spec.result, *spec.operands])
+                self.einsum(spec)
             case _:
                 assert_never(rel)
 
-    def einsum(self, specs: list[ShapeSpec]) -> None:
-        segments: dict[str, list[tuple[int, ...]]] = {}
-        for slot, (ids, ss) in enumerate(zip(self.ids, specs, strict=True)):
+    def einsum(self, spec: EinsumSpec) -> None:
+        exact = exact_labels(spec)
+        segments: dict[str, list[_Seg]] = {}
+        for slot, (ids, ss) in enumerate(zip(self.ids, [spec.result, *spec.operands],
+                                             strict=True)):
+            self.slot = slot
             self.concats.slot = slot
             for rs, row, kind in ((ss.batch, ids[0], Kind.BATCH), (ss.output, ids[1], Kind.OUTPUT),
                                   (ss.input, ids[2], Kind.INPUT)):
                 self.match_row(rs, row, kind, segments)
-        for group in self.labels.values():
-            for x in group[1:]:
-                self.uf.union(group[0], x)
+        for name, group in self.labels.items():
+            if name not in self.label_slots:  # an integer concat component's internal label
+                continue
+            slots = self.label_slots[name]
+            members: list[_Seg] = [(s, (i,)) for i, s in zip(group, slots, strict=True)]
+            self.check_diagonals(name, members)
+            if name in exact:  # affine / concatenation labels: no broadcasting
+                for x in group[1:]:
+                    self.uf.union(group[0], x)
+            else:
+                self.labels[name] = list(self.broadcast_class(name, members))
         for name, segs in segments.items():
-            for s in segs[1:]:
-                if len(s) != len(segs[0]):
-                    raise ShapeError(f"projections of {self.uf.op}: row variable '{name}' "
-                                     f"covers {len(segs[0])} and {len(s)} axes")
-                self.equal(segs[0], s)
+            self.broadcast_class(name, segs)
+
+    def check_diagonals(self, name: str, members: list[_Seg]) -> None:
+        """A label repeated within one tensor (a diagonal) has one size there: it does not
+        broadcast against itself (NumPy rejects `ii` on a 1x3 operand too)."""
+        for slot in {s for s, _ in members}:
+            sizes = {self.uf.size[seg[0]] for s, seg in members if s == slot}
+            if len(sizes) > 1:
+                raise ShapeError(f"projections of {self.uf.op}: label '{name}' has axes of "
+                                 f"sizes {sorted(sizes)} in one tensor")
+
+    def broadcast_class(self, name: str, members: list[_Seg]) -> tuple[int, ...]:
+        """The axes a label or row variable stands for: the result's axes iterate with them
+        exactly; an operand's may be fewer (a row variable) or of size 1, read at position 0
+        (broadcast, as `ineq`; shape inference bounds them: spec >= operand)."""
+        n = max(len(seg) for _, seg in members)
+        spec_axes = []
+        for j in range(n, 0, -1):
+            sizes = [self.uf.size[seg[-j]] for _, seg in members if len(seg) >= j]
+            spec_axes.append(self.uf.new(next((x for x in sizes if x != 1), 1)))
+        axes = tuple(spec_axes)
+        for slot, seg in members:
+            if slot == 0 and len(seg) != n:
+                raise ShapeError(f"projections of {self.uf.op}: '{name}' covers {n} axes in "
+                                 f"an operand but {len(seg)} in the result")
+            if slot == 0:
+                self.equal(axes, seg)
+            else:
+                self.ineq(axes, seg)
+        return axes
 
     def match_row(self, rs: RowSpec | None, row: tuple[int, ...], kind: Kind,
-                  segments: dict[str, list[tuple[int, ...]]]) -> None:
+                  segments: dict[str, list[_Seg]]) -> None:
         if rs is None:
             rs = RowSpec((), None, ())
         nb, ne = len(rs.beg), len(rs.end)
@@ -180,12 +220,14 @@ class _Derivation:
             self.concats.pos = pos
             self.axis(ax, i)
         if rs.var is not None:
-            segments.setdefault(row_var_key(rs.var, kind), []).append(row[nb:len(row) - ne])
+            segments.setdefault(row_var_key(rs.var, kind), []).append(
+                (self.slot, row[nb:len(row) - ne]))
 
     def axis(self, ax: AxisSpec, i: int) -> None:
         match ax:
             case Label(name=n):
                 self.labels.setdefault(n, []).append(i)
+                self.label_slots.setdefault(n, []).append(self.slot)
             case FixedIndex(value=c):
                 if not 0 <= c < self.uf.size[i]:
                     raise ShapeError(f"projections of {self.uf.op}: fixed index {c} is out of "

@@ -20,6 +20,7 @@ from .constraints import (
     DimEq,
     DimIneq,
     Origin,
+    RowBcast,
     RowEq,
     RowIneq,
     RowsTotal,
@@ -54,6 +55,8 @@ def process(s: Solver, c: Constraint) -> bool:
             return True
         case RowIneq(cur=a, subr=b, origin=o):
             return _row_ineq(s, _rank_checked(s, a, o), _rank_checked(s, b, o), o)
+        case RowBcast(cur=a, subr=b, origin=o):
+            return _row_bcast(s, _rank_checked(s, a, o), _rank_checked(s, b, o), o)
         case TotalElems(row=r, n=n, origin=o):
             return _total_elems(s, s.subst_row(r), n, o)
         case DimAtLeast(d=d, n=n, origin=o):
@@ -223,6 +226,35 @@ def _row_ineq(s: Solver, cur: Row, subr: Row, o: Origin) -> bool:
     if k == 0:
         return False
     s.stash(RowIneq(rest_cur, rest_sub, o))
+    return True
+
+
+def _row_bcast(s: Solver, cur: Row, subr: Row, o: Origin) -> bool:
+    """As many axes on both sides, each `cur >= subr`. Two open rows are equated: an
+    operand row still unknown when its einsum is built matches the spec's exactly (a
+    pending rank equality would hide row-rank cycles from `_check_rank_cycle`)."""
+    if cur.var is not None and subr.var is not None:
+        if cur.var != subr.var:
+            _row_eq(s, cur, subr, o)
+            return True
+        if (len(cur.beg), len(cur.dims)) != (len(subr.beg), len(subr.dims)):
+            raise conflict(o, "row-rank cycle: a row broadcast into itself plus more axes")
+        pairs = list(zip(cur.beg + cur.dims, subr.beg + subr.dims, strict=True))
+    elif cur.var is None and subr.var is None:
+        if len(cur.dims) != len(subr.dims):
+            raise conflict(o, f"rank mismatch: {len(cur.dims)} vs {len(subr.dims)} axes")
+        pairs = list(zip(cur.dims, subr.dims, strict=True))
+    else:
+        closed, open_ = (cur, subr) if cur.var is None else (subr, cur)
+        assert open_.var is not None
+        n = len(closed.dims) - open_.known_len
+        if n < 0:
+            raise conflict(o, f"rank mismatch: at least {open_.known_len} axes vs "
+                           f"{len(closed.dims)}")
+        s.bind_row(open_.var, Row.closed(tuple(s.fresh_dim() for _ in range(n))), o)
+        s.queue.append(RowBcast(cur, subr, o))
+        return True
+    s.queue.extend(DimIneq(a, b, o) for a, b in pairs)
     return True
 
 

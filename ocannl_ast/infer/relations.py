@@ -17,7 +17,7 @@ from typing import assert_never
 
 from ..errors import ShapeError
 from ..lowering.loop_ir import Symbol
-from .spec_ast import EinsumSpec
+from .spec_ast import Affine, Concat, EinsumSpec, FixedIndex, Label, Wildcard
 from .spec_parser import parse_spec
 from .terms import Kind
 
@@ -39,7 +39,8 @@ class Transpose:
 
 @dataclass(frozen=True, slots=True)
 class Einsum:
-    """Axes lined up by an einsum spec: equalities, no broadcasting (affine axes included)."""
+    """Axes lined up by an einsum spec; an operand's size-1 axes and row variables broadcast
+    against the spec's labels and row variables (`exact_labels`: those that do not)."""
 
     spec: EinsumSpec
 
@@ -95,7 +96,9 @@ class DropLeadingAxis:
 @dataclass(frozen=True, slots=True)
 class SpecRows:
     """Every row of every slot matches its row in the einsum spec (labels, `...` row
-    variables, fixed indices, affine/convolution axes)."""
+    variables, fixed indices, affine/convolution axes): the result's exactly, an operand's
+    up to broadcasting (a labeled axis of size 1 under a larger label, read at 0; a row
+    variable's axes likewise, and possibly fewer of them, aligned from the right)."""
 
     spec: EinsumSpec
 
@@ -135,6 +138,27 @@ def row_relations(logic: Logic, n_operands: int) -> tuple[Relation, ...]:
             return ()
         case _:
             assert_never(logic)  # a logic missing from this table: both consumers fail
+
+
+def exact_labels(spec: EinsumSpec) -> frozenset[str]:
+    """Labels whose operand axes do not broadcast: those an affine or concatenation axis
+    computes with (a size-1 kernel axis is a kernel of size 1, not a broadcast). Every
+    other operand axis with a label, and every operand row variable, broadcasts into the
+    spec's (label >= operand axis: equal or 1; NumPy-like, seed 002 Pointwise_bin)."""
+    out: set[str] = set()
+    for ss in (spec.result, *spec.operands):
+        for rs in (ss.batch, ss.output, ss.input):
+            for ax in () if rs is None else rs.beg + rs.end:
+                match ax:
+                    case Affine(over=over, conv=conv):
+                        out |= {over} if conv is None else {over, conv.kernel}
+                    case Concat(components=cs):
+                        out |= {c.name for c in cs if isinstance(c, Label)}
+                    case Label() | FixedIndex() | Wildcard():
+                        pass
+                    case _:
+                        assert_never(ax)
+    return frozenset(out)
 
 
 def _arity(logic: Logic, n_operands: int, n: int) -> None:

@@ -233,13 +233,16 @@ def _random_case(rng: random.Random) -> tuple[str, list[str], list[np.ndarray]]:
 
 
 def _consistent(ops: list[str], arrays: list[np.ndarray]) -> bool:
-    """OCANNL einsum lines axes up by equality: no size-one broadcasting (unlike NumPy)."""
-    seen: dict[str, int] = {}
+    """As NumPy: a label has one size within an operand (a diagonal), and across operands
+    sizes are equal or 1 (a size-1 axis broadcasts against the label's size)."""
+    sizes: dict[str, set[int]] = {}
     for o, a in zip(ops, arrays, strict=True):
-        for c, n in zip(o, a.shape, strict=True):
-            if seen.setdefault(c, n) != n:
+        for c in set(o):
+            here = {n for ch, n in zip(o, a.shape, strict=True) if ch == c}
+            if len(here) > 1:
                 return False
-    return True
+            sizes.setdefault(c, set()).update(here)
+    return all(len(v - {1}) <= 1 for v in sizes.values())
 
 
 def test_random_programs_either_work_or_raise_ocannl_errors() -> None:

@@ -89,6 +89,11 @@ def einsum(spec: str, *tensors: Any, window: Mapping[str, int] | None = None) ->
     `ops.pooling`): they are summed over, as with a kernel of ones.
     Example: ``einsum("ij;jk=>ik", a, b)`` is a matrix product;
     ``einsum("2*o<+k => o", x, window={"k": 2})`` sums pairs.
+
+    An operand axis of size 1 broadcasts against its label's size (read at position 0),
+    as in NumPy and seed 002 ("Pointwise_bin-like broadcasting"); upstream OCANNL uses
+    equalities there. Row variables broadcast axis by axis; diagonals and affine labels do
+    not broadcast. Its gradient sums over the broadcast axis.
     """
     validate.spec_and_operands("einsum", spec, tensors)
     parsed = parse_spec(spec)
