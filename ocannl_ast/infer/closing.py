@@ -92,7 +92,7 @@ def _close_step(s: Solver, shapes: list[ClosableShape], rows: RowOccs, dims: Dim
     if leaf_rows:
         _close_leaf_rows_empty(s, sorted(leaf_rows), rows, o)
         return True
-    if concat.close_step(s):  # the empty summand (0) before the broadcast unit (1)
+    if concat.close_step(s, bounds):  # the empty summand (0) before the broadcast unit (1)
         return True
     return _close_dims(s, bounds, dims, leaf_dims, o)
 

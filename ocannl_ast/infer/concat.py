@@ -19,6 +19,7 @@ from .spec_ast import AxisSpec, Concat, EinsumSpec, Label, ShapeSpec
 from .terms import Dim, DimTerm, DimVar, Kind, dim_size, show_dim
 
 if TYPE_CHECKING:
+    from .lub import Bounds
     from .solver import Solver
 
 #: (slot: 0 the result, k the k-th operand; row kind; position in the row's beg + end)
@@ -132,13 +133,24 @@ def _unify_componentwise(s: Solver, c: ConcatSum, total: DimVar) -> None:
                                                                    strict=True))
 
 
-def close_step(s: Solver) -> bool:
+def close_step(s: Solver, bounds: Bounds) -> bool:
     """Closing's guess for concatenations left open: the first unknown discardable
     component of a pending sum becomes 0 (the empty summand); without any, unknown
     components of a sum whose total is also unknown become 1. A known total split between
     two unknown components that carry data is ambiguous: a ShapeError."""
     pending = [c for c in s.stuck() if isinstance(c, ConcatSum)]
     o = Origin("closing shapes: concatenation")
+    # an unknown total or component that an einsum label bounds from above (label >= it)
+    # takes that bound first, as a leaf goes up to its least upper bound: the context
+    # fixes it; guessing the discardable summand first would size it from the data alone
+    for c in pending:
+        for p in (c.total, *c.parts):
+            v = s.subst_dim(p)
+            if isinstance(v, DimVar) and v.id in bounds.under_label:
+                n = bounds.dim_lub(v.id)
+                if n is not None:
+                    s.bind_dim(v, Dim(n), o)
+                    return True
     for c in pending:
         for p, flag in zip(c.parts, c.discardable, strict=True):
             v = s.subst_dim(p)

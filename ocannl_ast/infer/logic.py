@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import assert_never
 
 from ..errors import ShapeError
-from .concat import AxisKey
+from .concat import AxisKey, discardable
 from .constraints import (
     ConcatSum,
     Constraint,
@@ -108,7 +108,8 @@ class _SpecVars:
         self.row_bounds: list[tuple[int, str, RowVar, RowVar]] = []
         #: concatenated axes: total, parts, discardable flags (seed 004)
         self.sums: list[tuple[DimVar, tuple[DimTerm, ...], tuple[bool, ...]]] = []
-        self.verdicts: dict[AxisKey, tuple[bool, ...]] = {}
+        #: per concatenated axis, which components the spec lets fall to 0 (seed 004)
+        self.verdicts: dict[AxisKey, tuple[bool, ...]] = discardable(spec)
         self.where: tuple[int, Kind] = (0, Kind.OUTPUT)  #: the row being read
 
     def concat(self, ax: Concat, pos: int) -> DimVar:
