@@ -307,16 +307,37 @@ class _Derivation:
 
     def check_affine_bounds(self) -> None:
         """Every affine index stays inside its axis: `stride * (over - 1) + offset +
-        dilation * (kernel - 1) < size` (shape inference sizes the axes so; this guards it)."""
+        dilation * (kernel - 1) < size` (shape inference sizes the axes so; this guards it),
+        and every affine term denotes its whole axis (`check_affine_agreement`)."""
         for i, d in sorted(self.derived.items()):
             over = self.uf.size[self.uf.find(self.labels[d.over][0])]
             k = 1 if d.kernel is None else self.uf.size[self.uf.find(self.labels[d.kernel][0])]
-            if over == 0 or k == 0 or d.use_padding:
-                continue  # never addressed, or the buffer's margins absorb the overrun
+            if over == 0 or k == 0:
+                continue  # never addressed
+            self.check_affine_agreement(i, d, over, k)
+            if d.use_padding:
+                continue  # the buffer's margins absorb the overrun
             top = d.stride * (over - 1) + d.offset + d.dilation * (k - 1)
             if top >= self.uf.size[i]:
                 raise ShapeError(f"projections of {self.uf.op}: the affine index reaches "
                                  f"position {top} of an axis of size {self.uf.size[i]}")
+
+    def check_affine_agreement(self, i: int, d: _Derived, over: int, k: int) -> None:
+        """Second stratum (seed 001): the affine terms sharing the label `over` must denote
+        the same extent of it. Each term fixes `over` from its axis (`size = stride*over`
+        striding or padded, `stride*(over-1) + offset + span` valid); two terms over one
+        label, or a term and a plain axis of that label, that disagree are contradictory."""
+        size = self.uf.size[i]
+        if d.kernel is None or d.use_padding:
+            want, form = d.stride * over, f"{d.stride}*{over}"
+        else:
+            span = kernel_span(k, d.dilation)
+            want = d.stride * (over - 1) + d.offset + span
+            form = f"{d.stride}*({over}-1) + {d.offset} + span {span}"
+        if want != size:
+            raise ShapeError(f"projections of {self.uf.op}: contradictory affine terms over "
+                             f"'{d.over}': '{d.over}' iterates {over} positions, so this "
+                             f"axis must have {form} = {want} positions, but it has {size}")
 
     def affine_index(self, d: _Derived, cls: _ClassIndex) -> tuple[IndexExpr, tuple[int, int]]:
         """Second stratum: `stride*over + dilation*kernel + offset - left`, and the margins

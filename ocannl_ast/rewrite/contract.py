@@ -90,6 +90,9 @@ class Builders(Protocol):
     def concat(self, spec: str, *operands: Any, span: Any = None) -> Any:
         """Named-index definition `y[a ^ b] = (x[a], z[b])`."""
 
+    def spec_scope(self, text: str, thunks: Any) -> str:
+        """A spec literal whose affine coefficients/offsets name Python ints (`affine_scope`)."""
+
     def code_collector(self) -> CodeCollector:
         """The prologue of every @cd function."""
 

@@ -12,7 +12,7 @@ import libcst.matchers as m
 from libcst._types import CSTNodeT
 
 from ocannl_ast.errors import Span
-from ocannl_ast.rewrite import build, literals
+from ocannl_ast.rewrite import affine_scope, build, literals
 from ocannl_ast.rewrite.bindings import body_bindings, param_names, scope_bindings
 from ocannl_ast.rewrite.contract import OC, SPANS
 from ocannl_ast.rewrite.declarations import (
@@ -86,6 +86,7 @@ class DialectTransformer(cst.CSTTransformer):
         self.origins: OriginTable = {}
         self.named_rhs: set[int] = set()  # ids of original RHS nodes of named-index statements
         self.spans: list[Span] = []  # the user spans `__oc_spans__[k]` refers to
+        self.spec_args: set[int] = set()  # ids of original spec-literal arguments
 
     def spanned(self, node: CSTNodeT, origin: cst.CSTNode) -> CSTNodeT:
         """`node` with its spanned builder calls given the span of the original `origin`."""
@@ -141,6 +142,21 @@ class DialectTransformer(cst.CSTTransformer):
 
     def visit_Parameters(self, node: cst.Parameters) -> bool:
         return node is not self.root.params  # defaults are evaluated once, as written
+
+    # -- spec literals with affine values from scope (`affine_scope`) ------------------
+    def visit_Call(self, node: cst.Call) -> bool:
+        self.spec_args.update(id(a) for a in affine_scope.spec_literal_args(node))
+        return True
+
+    def leave_Arg(self, original_node: cst.Arg, updated_node: cst.Arg) -> cst.Arg:
+        if id(original_node) not in self.spec_args:
+            return updated_node
+        literal = cst.ensure_type(original_node.value, cst.SimpleString)
+        wrapped = affine_scope.wrap(literal)
+        if wrapped is None:
+            return updated_node
+        self.origins[id(wrapped)] = (wrapped, self.loc.range(literal))
+        return updated_node.with_changes(value=wrapped)
 
     # -- declarations ------------------------------------------------------------------
     def declare(self, original: cst.Set, updated: cst.Set) -> cst.Name:

@@ -6,9 +6,11 @@ Input: calls from rewritten function bodies. Output: Tensors (@op) and Code (@cd
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..errors import DslSyntaxError, Span, at, user_span
+from ..errors import DslSyntaxError, OcannlError, Span, SpecError, at, user_span
+from ..infer.spec_scope import substitute
 from . import builders, leaves, ops
 from .node import Code, Tensor
 
@@ -40,6 +42,25 @@ def node(name: str, scope: str, *, span: Span | None = None, **fields: Any) -> T
             raise DslSyntaxError(f"inline node '{name}': unknown field(s) "
                                  f"{', '.join(sorted(fields))}", user_span())
         return leaves.node(_label(name, scope), scope, slot=slot, **dims)
+
+
+def spec_scope(text: str, thunks: Mapping[str, Callable[[], object]]) -> str:
+    """A spec literal with its affine coefficients/offsets taken from the Python values
+    of the names (`infer.spec_scope`); a name Python does not bind is a SpecError."""
+    values: dict[str, object] = {}
+    for name, thunk in thunks.items():
+        try:
+            values[name] = thunk()
+        except (NameError, OcannlError):  # unbound local, or no such global
+            raise SpecError(
+                f"'{name}' stands where only an integer may, but no Python variable '{name}' "
+                "is bound here (a variable of an enclosing function is visible only when "
+                "the body also uses it outside spec strings)", text, text.index(name),
+                user_span()) from None
+    try:
+        return substitute(text, values)
+    except SpecError as e:
+        raise e.with_span(user_span()) from None
 
 
 literal = leaves.literal
