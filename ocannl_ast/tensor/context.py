@@ -201,7 +201,8 @@ class Context:
         return list(order.values())
 
     def _init_one(self, t: Tensor,
-                  words: list[tuple[Tensor, tuple[int, int, int, int]]]) -> Code:
+                  words: list[tuple[Tensor, tuple[int, int, int, int]]] | None = None) -> Code:
+        """The init code of one tensor; word constants it needs set are added to `words`."""
         buf = NodeRef(t, "value")
         v = t.init_value
         if t.init is Init.NODE:
@@ -217,7 +218,8 @@ class Context:
         if v is None and t.init is Init.PARAM:
             pipeline.close_tensors([t])
             init = random_init(t, _seed[0], self.precision)
-            words.extend(init.words)
+            if words is not None:
+                words.extend(init.words)
             return init.code
         raise RuntimeDataError(f"'{t.label}' has no value: set it with ctx.set(...) before "
                                "running code that reads it")

@@ -73,6 +73,8 @@ def random_init(p: Tensor, seed: int, precision: Precision, low: float = -1.0,
                 high: float = 1.0) -> RandomInit:
     """The init code of param `p` (dims known): uniform in [low, high) per seed 001."""
     n = math.prod(p.dims())
+    if n == 0:
+        return RandomInit(Code(), ())  # nothing to fill
     per_word = vec_length(precision)
     m = max(1, -(-n // per_word))
     if m > _EXACT_COUNTERS[precision]:

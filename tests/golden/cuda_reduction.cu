@@ -1,6 +1,7 @@
 /* ocannl_ast routine routine (float32), CUDA */
 typedef unsigned int uint32_t;
 typedef unsigned long long uint64_t;
+typedef long long int64_t;
 #define INFINITY __int_as_float(0x7f800000)
 #define NAN __int_as_float(0x7fc00000)
 
