@@ -26,10 +26,10 @@ import numpy as np
 
 from ..errors import ShapeError, user_span
 from ..infer.shape import Shape
+from ..lowering.assignments import RangeOverOffsets
 from ..lowering.loop_ir import Precision, VecUnOp, vec_length
 from .builders import accum, prim
 from .node import Code, FetchItem, Init, NodeRef, Tensor, VecItem, no_grad
-from ..lowering.assignments import RangeOverOffsets
 
 #: range offsets are exact in the routine's float precision up to this many words
 _EXACT_COUNTERS = {Precision.FLOAT32: 1 << 24, Precision.FLOAT64: 1 << 53}
