@@ -109,5 +109,6 @@ def reference_values(key: tuple[str, int], seed: int, dims: tuple[int, ...],
     sub = threefry4x32_words(np.array([self_id_words(key)]), np.array([seed_words(seed)]))
     words = threefry4x32_words(np.repeat(sub, m, axis=0), number_to_words(np.arange(m)))
     u = uniform_from_words(words, precision)[:n]
-    dt = np.float32 if precision == "float32" else np.float64
-    return (u.astype(dt) * dt(high - low) + dt(low)).reshape(dims)
+    dt = np.dtype(np.float32 if precision == "float32" else np.float64)
+    scale, shift = np.array(high - low, dt), np.array(low, dt)
+    return np.asarray(u.astype(dt) * scale + shift, dtype=dt).reshape(dims)
