@@ -160,6 +160,11 @@ class _Uses:
             case Fill(buffer=buf):
                 self.bufs.add(buf)
                 self.fills = True
+            case SetFromVec(buffer=buf, vector=vec, value=value):
+                self.bufs.add(buf)  # a vector write: kept serial (like a fill)
+                self.fills = True
+                self.syms.update(sym for _, sym in vec.terms)
+                _expr_uses(value, self.bufs, self.syms, self.reads)
             case CheckIndex(index=index):
                 self.syms.update(sym for _, sym in index.terms)
             case SetFromVec(buffer=buf, vector=vec, value=value):

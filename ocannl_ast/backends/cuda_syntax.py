@@ -40,7 +40,7 @@ class CudaSyntax(CSyntax):
         default_factory=lambda: {Precision.FLOAT32: "float", Precision.FLOAT64: "double"})
     includes: tuple[str, ...] = PRELUDE
     kernel_qualifier: str = 'extern "C" __global__ '
-    helper_qualifier: str = "static __device__ __forceinline__"
+    helper_qualifier: str = "static __device__ __forceinline__ __attribute__((unused))"
     restrict: str = "__restrict__"
     index_type: str = "long long"
 

@@ -14,11 +14,12 @@ import numpy as np
 
 from ..errors import ArgumentError, BackendError, RuntimeDataError, user_span
 from ..lowering import assignments as A
-from ..lowering.loop_ir import BinOp, Buffer, LoopProgram, Precision
+from ..lowering.loop_ir import BinOp, Buffer, LoopProgram, Precision, cell_elems
 from ..lowering.threefry import threefry4x32
 from . import pipeline, validate
 from .node import BUFFER_MARGINS, Code, FetchItem, Init, NodeRef, Tensor, concat
 from .pipeline import held_out, init_deps
+from .random_init import random_init
 
 _routine_ids = itertools.count(1)
 _seed = [0]
@@ -82,12 +83,14 @@ class Context:
         padding margins were frozen is re-laid out, keeping its logical values."""
         with self.lock:
             arr = self.arrays.get(buf.id)
-            if arr is not None and arr.shape != buf.dims:
+            if arr is not None and arr.shape != buf.dims and not buf.uint4x32:
                 new = np.zeros(buf.dims, dtype=self.dtype)
                 new[_interior(buf.id, buf.dims)] = arr
                 arr = self.arrays[buf.id] = new
             if arr is None:
-                arr = np.zeros(buf.dims, dtype=self.dtype)
+                # uint4x32 cells are 16 bytes: vec_length numbers of the precision each
+                shape = ((cell_elems(buf, self.precision),) if buf.uint4x32 else buf.dims)
+                arr = np.zeros(shape, dtype=self.dtype)
                 self.arrays[buf.id] = arr
             return arr
 
@@ -165,7 +168,11 @@ class Context:
             todo = self._init_order(tensors)
             if not todo:
                 return
-            code = concat(self._init_one(t) for t in todo)
+            words: list[tuple[Tensor, tuple[int, int, int, int]]] = []
+            code = concat(self._init_one(t, words) for t in todo)
+            for w, value in words:  # word constants, embedded exactly (seed 001)
+                self.array(w.buffer()).view(np.uint32)[:4] = value
+                self.backend.host_written(self.array(w.buffer()))
             if code.items:
                 self.compile(code, name=f"init_{next(_routine_ids)}").run_unchecked()
             for t in todo:
@@ -193,7 +200,9 @@ class Context:
             visit(t, None)
         return list(order.values())
 
-    def _init_one(self, t: Tensor) -> Code:
+    def _init_one(self, t: Tensor,
+                  words: list[tuple[Tensor, tuple[int, int, int, int]]] | None = None) -> Code:
+        """The init code of one tensor; word constants it needs set are added to `words`."""
         buf = NodeRef(t, "value")
         v = t.init_value
         if t.init is Init.NODE:
@@ -207,7 +216,11 @@ class Context:
             self.set(t, v.reshape(t.dims()) if v.size == int(np.prod(t.dims())) else v)
             return Code()
         if v is None and t.init is Init.PARAM:
-            return Code((FetchItem(buf, A.RandomUniform(param_key(t.id), -1.0, 1.0)),))
+            pipeline.close_tensors([t])
+            init = random_init(t, _seed[0], self.precision)
+            if words is not None:
+                words.extend(init.words)
+            return init.code
         raise RuntimeDataError(f"'{t.label}' has no value: set it with ctx.set(...) before "
                                "running code that reads it")
 

@@ -5,6 +5,7 @@ Output: Tensors."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from typing import Any
 
@@ -64,6 +65,9 @@ def literal_array(values: Any, batch_axes: int = 0,
     return np.transpose(arr, order), nb, nd - nb - ni, ni
 
 
+#: per param name, the ordinal of the next param created with it (the stable init key)
+_param_ordinals: dict[str, itertools.count[int]] = {}
+
 GRAD_SPECS = ("require", "prohibit", "if_needed")
 
 
@@ -111,8 +115,13 @@ def param(name: str, *, output_dims: DimsArg = None, input_dims: DimsArg = None,
           batch_dims: DimsArg = None, init: Any = None, grad_spec: str = "require") -> Tensor:
     """A differentiable parameter; output/input dims left None are inferred; batch dims
     default to none (as in OCANNL: a parameter is shared across the batch). init: None
-    (uniform random in [-1, 1), deterministic per seed and tensor identity), a number, an
-    array, a Tensor.
+    (uniform random in [-1, 1), a number, an array, a Tensor.
+
+    The default init is seed 001's expression ``uint4x32_to_prec_uniform(threefry4x32(
+    threefry4x32(embed_self_id, random_seed), range_over_offsets))`` scaled to [-1, 1):
+    deterministic per `oc.set_seed` and per the param's stable key, its name and how many
+    params of that name were created before it (so unrelated tensors created first do not
+    change it; two params both named "w" still differ).
 
     Example: ``w = param("w", input_dims=[2], output_dims=[16])``.
     """
@@ -128,6 +137,7 @@ def param(name: str, *, output_dims: DimsArg = None, input_dims: DimsArg = None,
                        output_dims=output_dims, input_dims=input_dims, is_param=True,
                        span=user_span())
     t = Tensor(name, shape, Init.PARAM, diff=_wants_grad(grad_spec, True))
+    t.init_key = (name, next(_param_ordinals.setdefault(name, itertools.count())))
     t.init_value = init
     if isinstance(init, Tensor):
         with no_grad():  # the init expression is computed once, by the init routine

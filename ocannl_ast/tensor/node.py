@@ -20,7 +20,7 @@ from ..infer.logic import Logic
 from ..infer.padding import Margins, padded_dims
 from ..infer.shape import Shape
 from ..lowering import assignments as A
-from ..lowering.loop_ir import BinOp, Buffer, Symbol
+from ..lowering.loop_ir import BinOp, Buffer, Symbol, VecUnOp
 
 _ids = itertools.count(1)
 
@@ -93,6 +93,9 @@ class Tensor:
         #: padding margins of the buffers (value and grad), per axis; None: unpadded
         self.margins: Margins | None = None
         self.margins_frozen = False  #: set when first lowered: the buffers are allocated
+        self.uint4x32 = False  #: cells are 128-bit threefry words (seed 001), not numbers
+        #: params: the stable identity keying the default random init (name, ordinal)
+        self.init_key: tuple[str, int] | None = None
 
     # ---- nodes ---------------------------------------------------------------------
 
@@ -110,7 +113,7 @@ class Tensor:
                                 user_span())
         return Buffer(2 * self.id + (kind == "grad"),
                       _ident(self.label) + ("_grad" if kind == "grad" else ""),
-                      padded_dims(self.dims(), self.margins))
+                      padded_dims(self.dims(), self.margins), self.uint4x32)
 
     def base(self) -> Tensor:
         """The tensor owning the buffers (an alias's target)."""
@@ -295,7 +298,19 @@ class CheckItem:
     code: int
 
 
-Item = AccumItem | FetchItem | CheckItem
+@dataclass(frozen=True, slots=True)
+class VecItem:
+    """A vectorized operation (seed 001): each uint4x32 cell of `rhs` writes `length`
+    consecutive cells of `lhs` (its layout order)."""
+
+    lhs: NodeRef
+    op: VecUnOp
+    rhs: NodeRef
+    length: int
+    label: str = ""
+
+
+Item = AccumItem | FetchItem | CheckItem | VecItem
 
 
 @dataclass(frozen=True, slots=True)
@@ -337,6 +352,8 @@ def item_refs(it: Item) -> tuple[NodeRef, ...]:
             return (n,)
         case CheckItem(tensor=t):
             return (NodeRef(t, "value"),)
+        case VecItem(lhs=lhs, rhs=rhs):
+            return (lhs, rhs)
         case _:
             assert_never(it)
 

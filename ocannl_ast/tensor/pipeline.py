@@ -23,7 +23,17 @@ from ..lowering.loop_ir import IndexExpr, LoopProgram, Precision
 from ..lowering.loop_verify import verify_program
 from ..lowering.lower import NEUTRAL, free_symbols, lower
 from ..lowering.simplify import fold_zero_fills
-from .node import AccumItem, CheckItem, Code, FetchItem, Item, NodeRef, OpRecord, Tensor
+from .node import (
+    AccumItem,
+    CheckItem,
+    Code,
+    FetchItem,
+    Item,
+    NodeRef,
+    OpRecord,
+    Tensor,
+    VecItem,
+)
 
 #: closing shapes and lowering touch solver state shared by every tensor of a graph
 lowering_lock = threading.RLock()
@@ -164,6 +174,8 @@ def _assignment(it: Item, table: Mapping[OpRecord, A.Projections]) -> A.Asgn:
             return A.Fetch(n.buffer(), op, _margins(n))
         case CheckItem(symbol=s, tensor=t, code=c):
             return A.CheckStatic(s, t.dims()[0], c)
+        case VecItem(lhs=lhs, op=op, rhs=rhs, length=n, label=label):
+            return A.VecSet(lhs.buffer(), op, rhs.buffer(), n, label)
         case _:
             assert_never(it)
 

@@ -5,14 +5,14 @@ typedef long long int64_t;
 #define INFINITY __int_as_float(0x7f800000)
 #define NAN __int_as_float(0x7fc00000)
 
-static __device__ __forceinline__ float ocannl_select_f(int c, float a, float b) {
+static __device__ __forceinline__ __attribute__((unused)) float ocannl_select_f(int c, float a, float b) {
   union { float v; uint32_t u; } x = { a }, y = { b };
   uint32_t m = (uint32_t)0 - (uint32_t)(c != 0);
   x.u = (x.u & m) | (y.u & ~m);
   return x.v;
 }
 
-static __device__ __forceinline__ float ocannl_max_f(float a, float b) { return ocannl_select_f((a > b) | (a != a), a, b); }
+static __device__ __forceinline__ __attribute__((unused)) float ocannl_max_f(float a, float b) { return ocannl_select_f((a > b) | (a != a), a, b); }
 
 /* kernel 0: 32 threads */
 extern "C" __global__ void moons_step_k0(float* __restrict__ batch_slice, float* __restrict__ moons_x, long long s_batch, int* ocannl_err) {
