@@ -167,12 +167,6 @@ class _Uses:
                 _expr_uses(value, self.bufs, self.syms, self.reads)
             case CheckIndex(index=index):
                 self.syms.update(sym for _, sym in index.terms)
-            case SetFromVec(buffer=buf, vector=vec, value=value):
-                # writes a run of cells from one index: kept serial like a fill
-                self.bufs.add(buf)
-                self.fills = True
-                self.syms.update(sym for _, sym in vec.terms)
-                _expr_uses(value, self.bufs, self.syms, self.reads)
             case _:
                 assert_never(s)
 
