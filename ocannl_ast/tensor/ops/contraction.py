@@ -173,6 +173,14 @@ def _concat_asns(n: int) -> tuple[Asn, Asn]:
 _CONCAT_ASNS: dict[int, tuple[Asn, Asn]] = {}
 
 
+def concat_asns(n: int) -> tuple[Asn, Asn]:
+    """The (cached) Block / Rev_sides pair of an n-source concatenation; stacking
+    (`ops.stacking`) shares it."""
+    if n not in _CONCAT_ASNS:
+        _CONCAT_ASNS[n] = _concat_asns(n)
+    return _CONCAT_ASNS[n]
+
+
 def concat(spec: str, *tensors: Any) -> Tensor:
     """Concatenation along `^` axes (seed 004), and the rest of its family by the same
     spec language: slices (`a^b => a`), partial placement (`a => a^b`), N-ary, several
@@ -185,8 +193,5 @@ def concat(spec: str, *tensors: Any) -> Tensor:
         parsed = parse_spec(spec)
     except SpecError as e:
         raise e.with_span(user_span()) from None
-    n = len(tensors)
-    if n not in _CONCAT_ASNS:
-        _CONCAT_ASNS[n] = _concat_asns(n)
-    op_asn, grad_asn = _CONCAT_ASNS[n]
+    op_asn, grad_asn = concat_asns(len(tensors))
     return apply("concat", Einsum(parsed), op_asn, grad_asn, *tensors)
