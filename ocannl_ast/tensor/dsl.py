@@ -44,6 +44,7 @@ def node(name: str, scope: str, *, span: Span | None = None, **fields: Any) -> T
 
 literal = leaves.literal
 batch = leaves.batch
+block_literal = ops.block_literal
 
 
 def einsum(spec: str, *operands: Any, span: Span | None = None) -> Tensor:

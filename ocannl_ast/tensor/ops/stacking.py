@@ -4,7 +4,7 @@ concatenation's projections: the new axis is the regular coupled factor of n siz
 components, forward a Block, gradient a Rev_sides. `block_literal` reads a nested display
 whose leaves are tensors: list = output axis, tuple = input axis, `batch([...])` = batch.
 
-Input: tensors (numbers are lifted to constants). Output: the stacked Tensor.
+Input: tensors (numbers in a block literal are rank-0 constants). Output: the stacked Tensor.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from ...errors import ArgumentError, ShapeError, user_span
 from ...infer.relations import Stack
 from ...infer.terms import Kind
 from .. import validate
-from ..leaves import literal
+from ..leaves import literal, ndarray
 from ..node import BatchList, NodeRef, Tensor
 from .base import apply
 from .contraction import concat_asns
@@ -90,6 +90,7 @@ def _stack_level(values: Any) -> Any:
 
 
 def _leaf(x: Any) -> Any:
-    if isinstance(x, list | tuple) or isinstance(x, np.ndarray):
-        return literal(x)
+    """A number among tensors is a rank-0 constant (`oc.number` would be a 1-vector)."""
+    if isinstance(x, bool | int | float | np.floating | np.integer):
+        return ndarray(np.asarray(float(x)), label=str(x))
     return x
