@@ -12,11 +12,9 @@ from typing import Any
 
 import numpy as np
 import pytest
+from tensor.test_concat import check, r
 
 import ocannl_ast as oc
-
-from tensor.test_concat import check, r  # noqa: I001  (tests/ is on the path)
-
 
 # ---- oc.stack along each axis kind ----------------------------------------------------------
 
