@@ -79,11 +79,17 @@ def literal(node: cst.BaseExpression) -> cst.BaseExpression:
     return build.oc_call("literal", [display(node)])
 
 
-def tensor_operand(node: cst.BaseExpression) -> cst.BaseExpression:
+def tensor_operand(node: cst.BaseExpression, *, tuples: bool = True) -> cst.BaseExpression:
     """`node` as a tensor: numeric displays become literals, other displays block
-    literals (`__oc__.block_literal`), anything else is unchanged."""
+    literals (`__oc__.block_literal`), anything else is unchanged. `tuples=False` (an @op
+    return value): a top-level tuple of non-numbers stays a tuple (several results), each
+    element a tensor operand."""
     if is_numeric_display(node):
         return literal(node)
+    if not tuples and isinstance(node, cst.Tuple):
+        return node.with_changes(elements=[
+            el.with_changes(value=tensor_operand(el.value)) if isinstance(el, cst.Element)
+            else el for el in node.elements])
     if is_block_display(node):
         return build.oc_call("block_literal", [display(node)])
     return node

@@ -204,3 +204,20 @@ def test_op_body_numeric_literal_unchanged() -> None:
     def f(x):
         return x * [1.0, 2.0]
     np.testing.assert_allclose(oc.eval(f(oc.ndarray([3.0, 4.0]))), [3.0, 8.0])
+
+
+def test_op_returning_a_tuple_still_returns_several_results() -> None:
+    @oc.op
+    def two(a, b):
+        return a * 2.0, (a, b)
+
+    x, y = oc.ndarray([1.0, 2.0]), oc.ndarray([3.0, 4.0])
+    first, pair = two(x, y)
+    np.testing.assert_allclose(oc.eval(first), [2.0, 4.0])
+    # a tuple display nested in the return value is a block literal (input axis)
+    np.testing.assert_allclose(oc.eval(pair), [[1.0, 3.0], [2.0, 4.0]])
+
+    @oc.op
+    def pair_of(a, b):
+        return (a, b)
+    assert isinstance(pair_of(x, y), tuple)
