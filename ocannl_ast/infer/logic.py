@@ -33,6 +33,8 @@ from .relations import (
     RowRef,
     RowSame,
     SpecRows,
+    Stack,
+    StackAxis,
     Terminal,
     Transpose,
     exact_labels,
@@ -46,7 +48,8 @@ from .solver import Solver
 from .spec_ast import Affine, AxisSpec, Concat, EinsumSpec, FixedIndex, Label, RowSpec, Wildcard
 from .terms import AffineDim, ConvPart, Dim, DimTerm, DimVar, Kind, Row, RowVar
 
-__all__ = ["BatchSlice", "Compose", "Einsum", "Logic", "Pointwise", "Terminal", "Transpose",
+__all__ = ["BatchSlice", "Compose", "Einsum", "Logic", "Pointwise", "Stack", "Terminal",
+           "Transpose",
            "logic_name", "logic_of_string", "row_var_key", "shape_constraints"]
 
 
@@ -79,6 +82,11 @@ def _relation_constraints(rel: Relation, solver: Solver, slots: list[Shape],
             rest = solver.fresh_row()
             return [RowEq(row(w), Row.open(rest, (solver.fresh_dim("slice"),)), origin),
                     RowEq(row(r), Row.open(rest), origin)]
+        case StackAxis(part=p, whole=w, count=n):
+            rest = solver.fresh_row()
+            where = f"stacking {slots[p.slot].label} as component {p.slot} of {n}"
+            return [RowEq(row(w), Row.open(rest, (Dim(n),)), origin.at(where)),
+                    RowEq(row(p), Row.open(rest), origin.at(where))]
         case SpecRows(spec=spec):
             return _einsum_constraints(spec, solver, slots[0], slots[1:], origin)
         case _:

@@ -27,6 +27,7 @@ from .relations import (
     RowRef,
     RowSame,
     SpecRows,
+    StackAxis,
     exact_labels,
     logic_name,
     row_relations,
@@ -108,6 +109,8 @@ class _Derivation:
         self.concats = Coupling(self.uf.op)  #: concatenated axes (seed 004)
         self.slot = 0  #: the tensor whose spec row `match_row` is reading
         self.label_slots: dict[str, list[int]] = {}  #: parallel to `labels`
+        self.stacked: dict[int, int] = {}  #: stacked axis id -> count
+        self.gates: dict[int, str] = {}  #: operand index -> its stacking component label
 
     def ineq(self, cur: tuple[int, ...], sub: tuple[int, ...]) -> None:
         """Rules 2, 3, 5: align from the right; a size-one sub axis is severed at 0."""
@@ -147,11 +150,26 @@ class _Derivation:
                     raise ShapeError("batch_slice of a tensor without batch axes")
                 self.uf.pin_to(row(w)[0], sym)
                 self.equal(row(r), row(w)[1:])
+            case StackAxis(part=p, whole=w, index=k, count=n):
+                self.stack_axis(row(p), row(w), k, n)
             case SpecRows(spec=spec):
                 self.concats.verdicts = discardable(spec)
                 self.einsum(spec)
             case _:
                 assert_never(rel)
+
+    def stack_axis(self, part: tuple[int, ...], whole: tuple[int, ...], k: int,
+                   n: int) -> None:
+        """Stacking (seed 004): the whole row's leading axis is the regular coupled factor
+        of `n` size-1 components (one per operand); the part iterates with the rest."""
+        if not whole or self.uf.size[whole[0]] != n:
+            raise ShapeError(f"projections of {self.uf.op}: the stacked row does not lead "
+                             f"with an axis of size {n}")
+        if whole[0] not in self.stacked:
+            self.stacked[whole[0]] = n
+            self.concats.add(whole[0], tuple(1 for _ in range(n)), self.labels, self.uf.new)
+        self.gates[k] = f"^{whole[0]}.{k}"
+        self.equal(part, whole[1:])
 
     def einsum(self, spec: EinsumSpec) -> None:
         exact = exact_labels(spec)
@@ -286,8 +304,17 @@ class _Derivation:
                         margins.append((slot, k, *pad))
         full = [tuple(x for x in m if x is not None) for m in maps]
         dims = [tuple(n for row in t for n in row) for t in self.tensors]
+        gates = tuple(self.gate(k, memo) for k in range(len(full) - 1))
         return Projections(tuple(product), full[0], tuple(full[1:]), dims[0], tuple(dims[1:]),
-                           self.uf.op, margins=tuple(margins), factors=factors)
+                           self.uf.op, margins=tuple(margins), factors=factors,
+                           gates=gates if any(g is not None for g in gates) else ())
+
+    def gate(self, k: int, memo: dict[int, IndexExpr]) -> Symbol | None:
+        """The component iterator operand `k` (of a stack) is live under, if any."""
+        if k not in self.gates:
+            return None
+        terms = memo[self.uf.find(self.labels[self.gates[k]][0])].terms
+        return terms[0][1]
 
     def virtual_labels(self) -> None:
         """A label seen only inside affine axes gets a class sized from the affine axis."""

@@ -53,11 +53,20 @@ class BatchSlice:
 
 
 @dataclass(frozen=True, slots=True)
+class Stack:
+    """Stacking (seed 004): `count` equally shaped operands along a new axis of size
+    `count` leading the result's `kind` row; the k-th operand fills position k."""
+
+    kind: Kind
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
 class Terminal:
     """A leaf: the shape comes from its creation (data, parameter dims)."""
 
 
-Logic = Pointwise | Compose | Transpose | Einsum | BatchSlice | Terminal
+Logic = Pointwise | Compose | Transpose | Einsum | BatchSlice | Stack | Terminal
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +103,18 @@ class DropLeadingAxis:
 
 
 @dataclass(frozen=True, slots=True)
+class StackAxis:
+    """`part` is `whole` without its first axis, of size `count`, where `part` is the
+    summand at position `index` (shape inference: a fixed size; projections: one size-1
+    component of the regular coupled factor, seed 004)."""
+
+    part: RowRef
+    whole: RowRef
+    index: int
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
 class SpecRows:
     """Every row of every slot matches its row in the einsum spec (labels, `...` row
     variables, fixed indices, affine/convolution axes): the result's exactly, an operand's
@@ -103,7 +124,7 @@ class SpecRows:
     spec: EinsumSpec
 
 
-Relation = RowBroadcast | RowSame | DropLeadingAxis | SpecRows
+Relation = RowBroadcast | RowSame | DropLeadingAxis | StackAxis | SpecRows
 
 _B, _O, _I = Kind.BATCH, Kind.OUTPUT, Kind.INPUT
 
@@ -134,6 +155,9 @@ def row_relations(logic: Logic, n_operands: int) -> tuple[Relation, ...]:
             _arity(logic, n_operands, 1)
             return (DropLeadingAxis(RowRef(0, _B), RowRef(1, _B), sym),
                     RowSame(RowRef(0, _O), RowRef(1, _O)), RowSame(RowRef(0, _I), RowRef(1, _I)))
+        case Stack(kind=kind, count=n):
+            _arity(logic, n_operands, n)
+            return tuple(r for a in range(1, n + 1) for r in _stack_rows(kind, a, n))
         case Terminal():
             return ()
         case _:
@@ -159,6 +183,12 @@ def exact_labels(spec: EinsumSpec) -> frozenset[str]:
                     case _:
                         assert_never(ax)
     return frozenset(out)
+
+
+def _stack_rows(kind: Kind, a: int, n: int) -> tuple[Relation, ...]:
+    """Operand `a` of a stack: the stacked row gains the new axis, the others are equal."""
+    return tuple(StackAxis(RowRef(a, k), RowRef(0, k), a - 1, n) if k == kind
+                 else RowSame(RowRef(0, k), RowRef(a, k)) for k in (_B, _O, _I))
 
 
 def _arity(logic: Logic, n_operands: int, n: int) -> None:
@@ -194,6 +224,8 @@ def logic_name(logic: Logic) -> str:
             return f'einsum "{spec.text}"'
         case BatchSlice():
             return "batch_slice"
+        case Stack(kind=kind, count=n):
+            return f"stack of {n} along {kind.value}"
         case Terminal():
             return "terminal"
         case _:

@@ -41,6 +41,18 @@ class Projections:
     margins: tuple[tuple[int, int, int, int], ...] = ()
     #: the coupled (concatenation) factors, see the class docstring
     factors: tuple[Factor, ...] = ()
+    #: per RHS slot, the coupled iterator it is live under (a stack's k-th operand has no
+    #: axis naming its component); () when no slot is gated
+    gates: tuple[Symbol | None, ...] = ()
+
+    def gate(self, i: int) -> Symbol | None:
+        """The gate of slot `i` (0 = LHS, never gated)."""
+        return self.gates[i - 1] if i > 0 and self.gates else None
+
+    def regated(self, slots: tuple[int, ...]) -> tuple[Symbol | None, ...]:
+        """The gates of a slot-permuted view (`slots`: the view's RHS slots)."""
+        gs = tuple(self.gate(s) for s in slots)
+        return gs if any(g is not None for g in gs) else ()
 
     def slot(self, i: int) -> tuple[tuple[ProjIndex, ...], tuple[int, ...]]:
         return (self.lhs, self.lhs_dims) if i == 0 else (self.rhs[i - 1], self.rhs_dims[i - 1])
@@ -50,8 +62,11 @@ class Projections:
         ``p.view(1, (0, 2))`` for ``g1 =+ g * v2``."""
         lhs, ld = self.slot(lhs_slot)
         rs = [self.slot(s) for s in rhs_slots]
+        if self.gate(lhs_slot) is not None:
+            raise ValueError("a gated slot cannot be the written side of a view")
         return Projections(self.product, lhs, tuple(r for r, _ in rs), ld,
-                           tuple(d for _, d in rs), self.debug, factors=self.factors)
+                           tuple(d for _, d in rs), self.debug, factors=self.factors,
+                           gates=self.regated(rhs_slots))
 
     def reduction_iterators(self) -> tuple[Symbol, ...]:
         """Iterators the LHS map omits: the emergent reduction axes."""

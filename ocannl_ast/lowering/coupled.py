@@ -73,7 +73,8 @@ def flat(index: tuple[ProjIndex, ...]) -> tuple[IndexExpr, ...]:
 
 
 def pieces(p: Projections) -> list[Piece]:
-    """Every choice of one active component per factor (empty components skipped)."""
+    """Every choice of one active component per factor (empty components skipped); a
+    gated slot (a stack's operand) is live only under its gate."""
     coupled = {s for f in p.factors for s, _ in f}
     out: list[Piece] = []
     for choice in itertools.product(*p.factors):
@@ -81,8 +82,11 @@ def pieces(p: Projections) -> list[Piece]:
             continue
         active = {s for s, _ in choice}
         loops = tuple(p.product) + tuple(choice)
+        gates = p.gates or tuple(None for _ in p.rhs)
         out.append(Piece(loops, _resolve(p.lhs, active, coupled),
-                         tuple(_resolve(r, active, coupled) for r in p.rhs)))
+                         tuple(None if g is not None and g not in active
+                               else _resolve(r, active, coupled)
+                               for r, g in zip(p.rhs, gates, strict=True))))
     return out
 
 

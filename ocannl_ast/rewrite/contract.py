@@ -81,6 +81,10 @@ class Builders(Protocol):
     def batch(self, values: Any) -> Any:
         """Marks a batch axis inside a literal (`batch([...])` in the dialect)."""
 
+    def block_literal(self, values: Any) -> Any:
+        """A display whose leaves may be tensors: stacks them (list = output axis, tuple =
+        input axis, batch(...) = batch axis); all numbers: a literal."""
+
     def einsum(self, spec: str, *operands: Any, span: Any = None) -> Any:
         """Named-index definition with `sum[...]` or no reducer (any arity)."""
 

@@ -91,7 +91,8 @@ class OpTransformer(DialectTransformer):
 
     def leave_Return(self, original_node: cst.Return, updated_node: cst.Return) -> cst.Return:
         if self.at_top and updated_node.value is not None:
-            return updated_node.with_changes(value=literals.tensor_operand(updated_node.value))
+            value = literals.tensor_operand(updated_node.value, tuples=False)
+            return updated_node.with_changes(value=value)
         return updated_node
 
     # -- named-index definitions -------------------------------------------------------

@@ -65,6 +65,7 @@ def spec_scope(text: str, thunks: Mapping[str, Callable[[], object]]) -> str:
 
 literal = leaves.literal
 batch = leaves.batch
+block_literal = ops.block_literal
 
 
 def einsum(spec: str, *operands: Any, span: Span | None = None) -> Tensor:

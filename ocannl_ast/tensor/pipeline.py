@@ -188,8 +188,10 @@ def _view(p: A.Projections, it: AccumItem) -> A.Projections:
     for ref, s in zip(refs, it.slots, strict=True):
         maps.append(p.slot(s) if s >= 0 else (_slotless_index(ref, it.record),
                                                ref.tensor.dims()))
+    gates = p.regated(tuple(it.slots[1:])) if p.gates else ()
     return A.Projections(p.product, maps[0][0], tuple(m for m, _ in maps[1:]), maps[0][1],
-                         tuple(d for _, d in maps[1:]), p.debug, factors=p.factors)
+                         tuple(d for _, d in maps[1:]), p.debug, factors=p.factors,
+                         gates=gates)
 
 
 def _margin_value(it: AccumItem) -> float | None:
@@ -223,7 +225,8 @@ def _shift_into_margins(p: A.Projections, it: AccumItem) -> A.Projections:
             dims = padding.padded_dims(dims, m)
         maps.append((index, dims))
     return A.Projections(p.product, maps[0][0], tuple(m for m, _ in maps[1:]), maps[0][1],
-                         tuple(d for _, d in maps[1:]), p.debug, factors=p.factors)
+                         tuple(d for _, d in maps[1:]), p.debug, factors=p.factors,
+                         gates=p.gates)
 
 
 def _shift(ix: A.ProjIndex, by: int) -> A.ProjIndex:

@@ -143,8 +143,10 @@ def _nested_shape(fn: str, param: str, values: Any, path: str) -> tuple[int, ...
         if isinstance(values, np.ndarray):
             fail(RuntimeDataError, f"{fn}: {param}{path} is a numpy array inside a nested "
                                    "list; pass one array (e.g. np.stack(...)) instead")
+        hint = ("; ndarray is data only: stack tensors with oc.stack or oc.block_literal"
+                if type(values).__name__ == "Tensor" else "")
         fail(RuntimeDataError, f"{fn}: {param}{path} must be a real number, got "
-                               f"{describe(values)}")
+                               f"{describe(values)}{hint}")
     if not values:
         return (0,)
     kinds = {_level_kind(v) if isinstance(v, list | tuple) else "number" for v in values}

@@ -44,11 +44,22 @@ def test_closing_guesses_discardable_components_to_zero(spec: str, src: int, wan
     assert tuple(out.shape.output) == (want,)
 
 
-def test_non_discardable_unknown_component_closes_to_one() -> None:
-    """`a; b => a^c`: c is solved, not zeroed; nothing sizes it, so it is 1 (a^c = 3)."""
-    out = oc.concat("a;b=>a^c", oc.ndarray([1.0, 2.0]), oc.ndarray([5.0]))
-    oc.infer_shapes(out)
-    assert tuple(out.shape.output) == (3,)
+def test_source_naming_no_result_component_is_rejected_at_the_call() -> None:
+    """`a; b => a^c`: c is not discardable (the verdict table above), but source 2 names no
+    component of the result, so it would be live everywhere and overlap source 1: a
+    located ShapeError at the call, not an overlap found at eval."""
+    x, y = oc.ndarray([1.0, 2.0]), oc.ndarray([5.0])
+    with pytest.raises(oc.ShapeError) as e:
+        oc.concat("a;b=>a^c", x, y)  # HERE
+    assert "source 2 names no component" in str(e.value)
+    assert "test_concat_discardable.py" in str(e.value)
+    for spec in ("a;b=>c^b", "a;b;c=>a^c"):
+        with pytest.raises(oc.ShapeError):
+            oc.concat(spec, *[oc.ndarray([1.0, 2.0])] * spec.count(";"), oc.ndarray([5.0]))
+    # every source placed: fine (c the empty summand), and a single source may slice
+    np.testing.assert_allclose(oc.eval(oc.concat("a;b=>a^b^c", x, y)), [1.0, 2.0, 5.0])
+    np.testing.assert_allclose(oc.eval(oc.concat("a^b=>a", oc.ndarray([1.0, 2.0]))),
+                               [1.0, 2.0])
 
 
 def test_result_size_inferred_as_a_sum() -> None:

@@ -27,6 +27,7 @@ from ocannl_ast.infer.relations import (
     Pointwise,
     RowBroadcast,
     RowSame,
+    Stack,
     Terminal,
     Transpose,
     row_relations,
@@ -42,6 +43,7 @@ SAMPLES: dict[type, tuple[Logic, int]] = {
     Transpose: (Transpose(), 1),
     Einsum: (Einsum(parse_spec("ij;jk=>ik")), 2),
     BatchSlice: (BatchSlice(fresh_symbol("b")), 1),
+    Stack: (Stack(Kind.OUTPUT, 2), 2),
     Terminal: (Terminal(), 0),
 }
 

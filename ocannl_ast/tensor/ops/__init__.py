@@ -1,5 +1,6 @@
 """The op library by family: `pointwise`, `contraction` (compose, einsum, einsum_max,
-concat), `movement` (transpose, batch_slice, range); `base` builds an operation and custom
+concat), `stacking` (stack, block literals), `movement` (transpose, batch_slice, range);
+`base` builds an operation and custom
 ones (`unary_op`, `binary_op`). Input: tensors, numbers. Output: result Tensors.
 """
 
@@ -31,10 +32,12 @@ from .pointwise import (
     tanh,
     where,
 )
+from .stacking import block_literal, stack
 
 __all__ = [
-    "add", "alias", "apply", "batch_slice", "binary_op", "concat", "cos", "div", "einsum",
-    "einsum_max", "eq", "exp", "le", "lift", "log", "lt", "make_op", "matmul", "mul", "ne",
-    "neg", "pow_", "range_", "recip", "relu", "relu_gate", "sin", "sqrt", "static_index",
-    "stop_gradient", "sub", "tanh", "transpose", "unary_op", "where",
+    "add", "alias", "apply", "batch_slice", "binary_op", "block_literal", "concat", "cos",
+    "div", "einsum", "einsum_max", "eq", "exp", "le", "lift", "log", "lt", "make_op",
+    "matmul", "mul", "ne", "neg", "pow_", "range_", "recip", "relu", "relu_gate", "sin",
+    "sqrt", "stack", "static_index", "stop_gradient", "sub", "tanh", "transpose",
+    "unary_op", "where",
 ]

@@ -14,6 +14,7 @@ from typing import Any
 
 from ...errors import ShapeError, SpecError, user_span
 from ...infer.logic import Compose, Einsum
+from ...infer.spec_ast import Concat, EinsumSpec, Label, ShapeSpec
 from ...infer.spec_parser import parse_spec
 from ...rewrite import make_decorator
 from .. import validate
@@ -178,6 +179,39 @@ def _concat_asns(n: int) -> tuple[Asn, Asn]:
 _CONCAT_ASNS: dict[int, tuple[Asn, Asn]] = {}
 
 
+def concat_asns(n: int) -> tuple[Asn, Asn]:
+    """The (cached) Block / Rev_sides pair of an n-source concatenation; stacking
+    (`ops.stacking`) shares it."""
+    if n not in _CONCAT_ASNS:
+        _CONCAT_ASNS[n] = _concat_asns(n)
+    return _CONCAT_ASNS[n]
+
+
+def _axis_labels(ss: ShapeSpec, concat_only: bool) -> set[str]:
+    out: set[str] = set()
+    for rs in (ss.batch, ss.output, ss.input):
+        for ax in (rs.beg + rs.end) if rs is not None else ():
+            if isinstance(ax, Concat):
+                out.update(c.name for c in ax.components if isinstance(c, Label))
+            elif isinstance(ax, Label) and not concat_only:
+                out.add(ax.name)
+    return out
+
+
+def _check_sources_placed(spec: EinsumSpec, n: int) -> None:
+    """With several sources, each must name a component of a concatenated result axis:
+    otherwise it is live at every position and overlaps the others (`a;b=>a^c`)."""
+    placed = _axis_labels(spec.result, concat_only=True)
+    if n < 2 or not placed:
+        return
+    for k, ss in enumerate(spec.operands, start=1):
+        if not _axis_labels(ss, concat_only=False) & placed:
+            raise ShapeError(f'concat "{spec.text}": source {k} names no component of the '
+                            f"result's concatenated axes ({' ^ '.join(sorted(placed))}), so "
+                            "it would overlap the other sources everywhere; name its "
+                            "component in the result (e.g. a;b=>a^b)", user_span())
+
+
 def concat(spec: str, *tensors: Any) -> Tensor:
     """Concatenation along `^` axes (seed 004), and the rest of its family by the same
     spec language: slices (`a^b => a`), partial placement (`a => a^b`), N-ary, several
@@ -190,8 +224,6 @@ def concat(spec: str, *tensors: Any) -> Tensor:
         parsed = parse_spec(spec)
     except SpecError as e:
         raise e.with_span(user_span()) from None
-    n = len(tensors)
-    if n not in _CONCAT_ASNS:
-        _CONCAT_ASNS[n] = _concat_asns(n)
-    op_asn, grad_asn = _CONCAT_ASNS[n]
+    _check_sources_placed(parsed, len(tensors))
+    op_asn, grad_asn = concat_asns(len(tensors))
     return apply("concat", Einsum(parsed), op_asn, grad_asn, *tensors)
