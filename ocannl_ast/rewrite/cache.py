@@ -23,7 +23,6 @@ import hashlib
 import marshal
 import os
 import sys
-import tempfile
 import types
 from importlib.util import MAGIC_NUMBER
 from pathlib import Path
@@ -118,6 +117,8 @@ def store(key: str, code: types.CodeType, spans: tuple[Span, ...]) -> None:
     blob = FORMAT + hashlib.sha256(payload).digest() + payload
     path = _path(directory, key)
     tmp: str | None = None
+    import tempfile  # only on a miss: a warm import never loads it
+
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
