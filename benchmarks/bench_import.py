@@ -1,5 +1,6 @@
 """`import ocannl_ast` time in a fresh interpreter (median of several), with `import numpy`
-alone for reference (ocannl_ast imports it).
+alone for reference (ocannl_ast imports it), and with the rewrite cache off (every @op/@cd
+function of the library rewritten with libcst, as on a first import) for comparison.
 
 Run: `.venv/bin/python benchmarks/bench_import.py [--quick]` (or benchmarks/run_all.py).
 """
@@ -21,19 +22,48 @@ _SNIPPET = ("import json, time; t = time.perf_counter(); import {mod}; "
             "print(json.dumps(time.perf_counter() - t))")
 
 
-def import_time(module: str, repeats: int) -> Stat:
-    """Seconds for `import module` (interpreter start-up excluded), fresh process each time."""
+def _env(**extra: str) -> dict[str, str]:
     import os
-    import subprocess
 
     env = dict(os.environ)
     env.pop("OCANNL_AST_CHECK", None)
-    samples = []
+    return {**env, **extra}
+
+
+def _once(module: str, env: dict[str, str]) -> float:
+    import subprocess
+
+    out = subprocess.run([sys.executable, "-c", _SNIPPET.format(mod=module)],
+                         capture_output=True, text=True, check=True, env=env)
+    return float(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def import_time(module: str, repeats: int, **env: str) -> Stat:
+    """Seconds for `import module` (interpreter start-up excluded), fresh process each time."""
+    return stat_of([_once(module, _env(**env)) for _ in range(repeats)])
+
+
+def warm_and_cold(repeats: int) -> tuple[Stat, Stat]:
+    """`import ocannl_ast` with a warm rewrite cache and with it off, samples interleaved
+    (so that a change in machine load hits both alike)."""
+    warm_env, cold_env = _env(), _env(OCANNL_AST_REWRITE_CACHE="off")
+    _once("ocannl_ast", warm_env)  # fills the rewrite cache
+    warm, cold = [], []
     for _ in range(repeats):
-        out = subprocess.run([sys.executable, "-c", _SNIPPET.format(mod=module)],
-                             capture_output=True, text=True, check=True, env=env)
-        samples.append(float(json.loads(out.stdout.strip().splitlines()[-1])))
-    return stat_of(samples)
+        warm.append(_once("ocannl_ast", warm_env))
+        cold.append(_once("ocannl_ast", cold_env))
+    return stat_of(warm), stat_of(cold)
+
+
+def libcst_modules() -> int:
+    """How many libcst modules a warm `import ocannl_ast` imports (it should be 0)."""
+    import subprocess
+
+    code = ("import sys, ocannl_ast; "
+            "print(sum(m.split('.')[0] == 'libcst' for m in list(sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, env=_env())
+    return int(out.stdout.strip().splitlines()[-1])
 
 
 def heaviest_imports(top: int = 4) -> str:
@@ -52,11 +82,15 @@ def heaviest_imports(top: int = 4) -> str:
 
 def run(quick: bool = False) -> list[Row]:
     repeats = QUICK_REPEATS if quick else REPEATS
-    ours = import_time("ocannl_ast", repeats)
+    ours, cold = warm_and_cold(repeats)
     base = import_time("numpy", repeats)
+    libcst = libcst_modules()
     return [Row("import", "import numpy (reference)", base.show()),
             Row("import", "import ocannl_ast (includes numpy)", ours.show(),
                 f"<= {TARGET_S * 1e3:g} ms", ours.median <= TARGET_S),
+            Row("import", "import ocannl_ast, rewrite cache off", cold.show()),
+            Row("import", "libcst modules imported (warm rewrite cache)", f"{libcst} modules",
+                "0", libcst == 0),
             Row("import", "largest self times (-X importtime, one run)", heaviest_imports())]
 
 

@@ -1,9 +1,10 @@
 """Decorator entry points: `make_decorator("op" | "cd", builders)` and `rewrite_source`.
 
 Input: a user function (or source text). Output: a new function compiled from the rewritten
-source (cached per function), running with `__oc__` bound to the builder namespace; or the
-rewritten source text. This is the single place where unexpected internal exceptions become
-a located DslSyntaxError (`OCANNL_AST_DEBUG=1` re-raises them raw).
+source, running with `__oc__` bound to the builder namespace; or the rewritten source text.
+Rewrites are cached per code object in memory and on disk (`cache`); only a miss imports
+`rewriter` (and with it libcst). This is the single place where unexpected internal
+exceptions become a located DslSyntaxError (`OCANNL_AST_DEBUG=1` re-raises them raw).
 """
 
 from __future__ import annotations
@@ -16,43 +17,15 @@ import types
 from collections.abc import Callable
 from typing import Any, Literal, TypeVar
 
-import libcst as cst
-
 from ocannl_ast.errors import DslSyntaxError, Span, user_span
-from ocannl_ast.rewrite.cd_transform import CdTransformer
-from ocannl_ast.rewrite.codegen import Rewritten, class_of, compile_function
+from ocannl_ast.rewrite import cache
 from ocannl_ast.rewrite.contract import OC, REDUCER_ACCUM, SPANS
-from ocannl_ast.rewrite.op_transform import OpTransformer
-from ocannl_ast.rewrite.source import (
-    FunctionSource,
-    Locator,
-    ParsedFunction,
-    check_function,
-    parse_function,
-    read_source,
-    unreadable,
-)
-from ocannl_ast.rewrite.whitelist import check_syntax
+from ocannl_ast.rewrite.source import check_function, read_source, unreadable
 
 F = TypeVar("F", bound=Callable[..., Any])
 Kind = Literal["op", "cd"]
-_TRANSFORMERS = {"op": OpTransformer, "cd": CdTransformer}
+_KINDS = ("op", "cd")
 _CACHE: dict[tuple[str, str, str, types.CodeType], tuple[types.CodeType, tuple[Span, ...]]] = {}
-
-
-def rewrite_parsed(parsed: ParsedFunction, kind: str, qualname: str) -> Rewritten:
-    """Check and transform a parsed function (raises DslSyntaxError)."""
-    loc = Locator(parsed)
-    if parsed.funcdef.asynchronous is not None:
-        raise loc.error(parsed.funcdef, f"@{kind} cannot rewrite an async function")
-    check_syntax(parsed.funcdef, kind, loc)
-    transformer = _TRANSFORMERS[kind](parsed, loc, qualname)
-    module = parsed.module.visit(transformer)
-    stmt: cst.CSTNode = module.body[0]
-    if parsed.indent:
-        stmt = cst.ensure_type(cst.ensure_type(stmt, cst.If).body, cst.IndentedBlock).body[0]
-    return Rewritten(parsed, cst.ensure_type(stmt, cst.FunctionDef), transformer.lines,
-                     transformer.origins, tuple(transformer.spans))
 
 
 def rewrite_source(
@@ -63,10 +36,10 @@ def rewrite_source(
     Example: ``rewrite_source("@op\\ndef f(x):\\n    return {w} @ x\\n", "op", "f")`` returns
     ``'def f(x):\\n    w = __oc__.param("w", "f")\\n    return w @ x\\n'``.
     """
-    parsed = parse_function(FunctionSource(src, filename, first_line), kind)
-    rewritten = rewrite_parsed(parsed, kind, qualname)
-    module = cst.Module(body=[rewritten.funcdef], default_indent=parsed.module.default_indent)
-    return module.code
+    from ocannl_ast.rewrite import rewriter
+
+    return rewriter.rewrite_source(src, kind, qualname, filename=filename,
+                                   first_line=first_line)
 
 
 class LazyBuilders:
@@ -134,15 +107,18 @@ def _compiled(fn: types.FunctionType, kind: str) -> tuple[types.CodeType, tuple[
     cached = _CACHE.get(key)
     if cached is not None:
         return cached
-    parsed = parse_function(read_source(fn, kind), kind)
-    if parsed.funcdef.name.value != fn.__name__:
-        raise unreadable(fn, f"the source found for {fn.__qualname__} defines another function")
-    rewritten = rewrite_parsed(parsed, kind, fn.__qualname__)
-    new_code = compile_function(
-        rewritten, code.co_freevars, code.co_flags, class_of(fn.__qualname__)
-    )
-    _CACHE[key] = (new_code, rewritten.spans)
-    return new_code, rewritten.spans
+    source = read_source(fn, kind)
+    disk_key = cache.entry_key(source.text, source.filename, source.first_line, kind,
+                               fn.__qualname__, fn.__name__, code.co_freevars, code.co_flags)
+    found = cache.load(disk_key) if disk_key is not None else None
+    if found is None:
+        from ocannl_ast.rewrite import rewriter
+
+        found = rewriter.rewrite_function(fn, source, kind)
+        if disk_key is not None:
+            cache.store(disk_key, *found)
+    _CACHE[key] = found
+    return found
 
 
 def _decorate(fn: object, kind: str, namespace: object) -> types.FunctionType:
@@ -169,7 +145,7 @@ def make_decorator(kind: Kind, builders: object) -> Callable[[F], F]:
     Example: ``op = make_decorator("op", ocannl_ast.tensor.dsl)``; a str is a module path
     imported lazily (see LazyBuilders).
     """
-    if kind not in _TRANSFORMERS:
+    if kind not in _KINDS:
         raise ValueError(f"unknown dialect {kind!r}; expected 'op' or 'cd'")
     namespace = LazyBuilders(builders) if isinstance(builders, str) else builders
 

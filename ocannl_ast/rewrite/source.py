@@ -2,7 +2,8 @@
 
 Input: a function object (or a source string). Output: a `ParsedFunction` holding the CST of
 its `def` and a `Locator` turning any original node into an absolute `Span` (file, line,
-column, text) — the position every DslSyntaxError carries.
+column, text) — the position every DslSyntaxError carries. Reading the source needs no
+libcst (it is imported when parsing starts), so a rewrite-cache hit never loads it.
 """
 
 from __future__ import annotations
@@ -11,11 +12,13 @@ import inspect
 import types
 from collections.abc import Mapping
 from dataclasses import dataclass
-
-import libcst as cst
-from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
+from typing import TYPE_CHECKING
 
 from ocannl_ast.errors import DslSyntaxError, Span
+
+if TYPE_CHECKING:
+    import libcst as cst
+    from libcst.metadata import CodeRange
 
 #: Prepended to an indented snippet so that it parses without dedenting (columns stay exact).
 _SHIM = "if 1:\n"
@@ -89,6 +92,8 @@ def _leading_ws(line: str) -> str:
 
 def parse_function(source: FunctionSource, decorator: str) -> ParsedFunction:
     """Parse the single `def` in `source` (indented snippets get a one-line shim, no dedent)."""
+    import libcst as cst
+
     first = source.text.split("\n", 1)[0]
     indent = _leading_ws(first)
     code = _SHIM + source.text if indent else source.text
@@ -116,6 +121,8 @@ class Locator:
     """Maps nodes of the original CST to absolute spans in the user's file."""
 
     def __init__(self, parsed: ParsedFunction) -> None:
+        from libcst.metadata import MetadataWrapper, PositionProvider
+
         self.parsed = parsed
         wrapper = MetadataWrapper(parsed.module, unsafe_skip_copy=True)
         self.positions: Mapping[cst.CSTNode, CodeRange] = wrapper.resolve(PositionProvider)

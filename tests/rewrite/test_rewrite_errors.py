@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
-import ocannl_ast.rewrite.decorator as decorator_module
+import ocannl_ast.rewrite.rewriter as rewriter_module
 from ocannl_ast.errors import DslSyntaxError
 from ocannl_ast.rewrite import make_decorator
-from ocannl_ast.rewrite.decorator import rewrite_parsed
+from ocannl_ast.rewrite.rewriter import rewrite_parsed
 from ocannl_ast.rewrite.source import FunctionSource, parse_function
 
 
@@ -243,7 +243,8 @@ def _boom(*args: Any) -> None:
 
 
 def test_internal_errors_become_located(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(decorator_module, "check_syntax", _boom)
+    monkeypatch.setattr(rewriter_module, "check_syntax", _boom)
+    monkeypatch.setenv("OCANNL_AST_REWRITE_CACHE", "off")  # a cached entry skips the rewrite
     monkeypatch.delenv("OCANNL_AST_DEBUG", raising=False)
 
     def plain(x: Any) -> Any:
