@@ -51,6 +51,13 @@ from .tensor.ops import (
     unary_op,
     where,
 )
+from .tensor.ops.fetch import (
+    constant_fill,
+    embed_dim,
+    embed_self_id,
+    embed_symbol,
+    range_over_offsets,
+)
 from .tensor.ops.movement import range_
 from .tensor.pipeline import Options as _Options
 from .tensor.pipeline import init_deps as _init_deps

@@ -124,6 +124,8 @@ def _fetch(op: A.FetchOp) -> str:
             return f"constant {v!r}"
         case A.RangeOverOffsets():
             return "range_over_offsets"
+        case A.ConstantValues(values=vs):
+            return "constant_values [" + ", ".join(repr(v) for v in vs) + "]"
         case A.RandomUniform(low=lo, high=hi):
             return f"uniform [{lo!r}, {hi!r})"
         case _:

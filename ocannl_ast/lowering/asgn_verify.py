@@ -6,6 +6,7 @@ before lowering. Input: an `Asgn`. Output: None, or `AsgnIRError` listing every 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import assert_never
 
@@ -66,9 +67,12 @@ class _Checker:
                 where = f"rev_sides from {src.name!r}" + (f" ({lbl})" if lbl else "")
                 self.sides(a.accum, src, targets, p, where)
                 self.cover(p, where)
-            case A.Fetch(buffer=buf, op=op):
+            case A.Fetch(buffer=buf, op=op, margins=m):
                 self.buffer(buf, f"fetch into {buf.name!r}")
                 self.fetch_op(op, f"fetch into {buf.name!r}")
+                if isinstance(op, A.ConstantValues) and len(op.values) != _interior(buf, m):
+                    self.report(f"fetch into {buf.name!r}", f"{len(op.values)} constant "
+                                f"values for {_interior(buf, m)} cells")
             case A.CheckStatic(bound=bound, code=code):
                 if bound < 0:
                     self.report("static check", f"negative bound {bound}")
@@ -97,7 +101,7 @@ class _Checker:
 
     def fetch_op(self, op: A.FetchOp, where: str) -> None:
         match op:
-            case A.ConstantFill() | A.RangeOverOffsets():
+            case A.ConstantFill() | A.RangeOverOffsets() | A.ConstantValues():
                 pass
             case A.RandomUniform(key=key, low=low, high=high):
                 if len(key) != 4 or any(not 0 <= k < _U32 for k in key):
@@ -226,3 +230,9 @@ def verify_asgn(code: A.Asgn) -> None:
     checker.asgn(code)
     if checker.problems:
         raise AsgnIRError(checker.problems)
+
+
+def _interior(buf: Buffer, margins: tuple[tuple[int, int], ...]) -> int:
+    """The number of interior (non-margin) cells of a buffer."""
+    pads = margins or tuple((0, 0) for _ in buf.dims)
+    return math.prod(d - lo - hi for d, (lo, hi) in zip(buf.dims, pads, strict=True))

@@ -194,7 +194,15 @@ class RandomUniform:
     high: float
 
 
-FetchOp = ConstantFill | RangeOverOffsets | RandomUniform
+@dataclass(frozen=True, slots=True)
+class ConstantValues:
+    """OCANNL's `Constant_fill` with an array: cell k (layout order) takes `values[k]`,
+    unrolled into the code (the count of values equals the buffer's interior size)."""
+
+    values: tuple[float, ...]
+
+
+FetchOp = ConstantFill | RangeOverOffsets | RandomUniform | ConstantValues
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,9 @@ from .assignments import (
     Block,
     CheckStatic,
     ConstantFill,
+    ConstantValues,
     Fetch,
+    FetchOp,
     Lit,
     Noop,
     Prim,
@@ -290,7 +292,7 @@ def _offset_value(offset: IndexExpr) -> Expr:
     return out
 
 
-def _lower_fetch(buf: Buffer, op: ConstantFill | RangeOverOffsets | RandomUniform,
+def _lower_fetch(buf: Buffer, op: FetchOp,
                  margins: tuple[tuple[int, int], ...] = ()) -> Stmt:
     match op:
         case ConstantFill(value=v):
@@ -298,6 +300,8 @@ def _lower_fetch(buf: Buffer, op: ConstantFill | RangeOverOffsets | RandomUnifor
         case RangeOverOffsets():
             loops, index, offset = _cell_loops(buf, margins)
             return _nest(loops, SetCell(buf, index, _offset_value(offset)))
+        case ConstantValues(values=vs):
+            return _unrolled_values(buf, vs, margins)
         case RandomUniform(key=key, low=lo, high=hi):
             loops, index, offset = _cell_loops(buf, margins)
             u: Expr = ThreefryUniform(key, offset)
@@ -307,6 +311,22 @@ def _lower_fetch(buf: Buffer, op: ConstantFill | RangeOverOffsets | RandomUnifor
             return _nest(loops, SetCell(buf, index, val))
         case _:
             assert_never(op)
+
+
+def _unrolled_values(buf: Buffer, values: tuple[float, ...],
+                     margins: tuple[tuple[int, int], ...]) -> Stmt:
+    """One SetCell per interior cell, cell k (layout order) taking values[k]."""
+    pads = margins or tuple((0, 0) for _ in buf.dims)
+    interior = tuple(d - lo - hi for d, (lo, hi) in zip(buf.dims, pads, strict=True))
+    stmts: list[Stmt] = []
+    for k, v in enumerate(values):
+        index: list[IndexExpr] = []
+        rest = k
+        for d, (lo, _hi) in zip(reversed(interior), reversed(pads), strict=True):
+            index.append(IndexExpr((), rest % d + lo))
+            rest //= d
+        stmts.append(SetCell(buf, tuple(reversed(index)), Const(v)))
+    return stmts[0] if len(stmts) == 1 else LSeq(tuple(stmts))
 
 
 def free_symbols(s: Stmt) -> set[Symbol]:

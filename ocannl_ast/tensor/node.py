@@ -15,7 +15,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, assert_never
 
-from ..errors import ArgumentError, Span, user_span
+from ..errors import ArgumentError, ShapeError, Span, user_span
 from ..infer.logic import Logic
 from ..infer.padding import Margins, padded_dims
 from ..infer.shape import Shape
@@ -284,9 +284,28 @@ class AccumItem:
 
 
 @dataclass(frozen=True, slots=True)
+class EmbedDim:
+    """A fetch resolved after shape closing: the size of `tensor`'s axis `axis` of row
+    `kind` ("batch", "output" or "input"), as a constant fill (`oc.embed_dim`)."""
+
+    tensor: Tensor
+    kind: str
+    axis: int
+    span: Span | None = None  #: where oc.embed_dim was called
+
+    def resolve(self) -> A.ConstantFill:
+        row = getattr(self.tensor.shape, self.kind)
+        if not -len(row) <= self.axis < len(row):
+            raise ShapeError(f"embed_dim: '{self.tensor.label}' has {len(row)} {self.kind} "
+                             f"axes (shape {self.tensor.shape}), no axis {self.axis}",
+                             self.span or user_span())
+        return A.ConstantFill(float(row[self.axis]))
+
+
+@dataclass(frozen=True, slots=True)
 class FetchItem:
     node: NodeRef
-    op: A.FetchOp
+    op: A.FetchOp | EmbedDim
 
 
 @dataclass(frozen=True, slots=True)

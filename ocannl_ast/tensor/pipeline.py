@@ -27,6 +27,7 @@ from .node import (
     AccumItem,
     CheckItem,
     Code,
+    EmbedDim,
     FetchItem,
     Item,
     NodeRef,
@@ -53,7 +54,9 @@ def close_shapes(code: Code, opts: Options) -> Code:
     """Close the shapes of every tensor the code touches and of whatever the held-out
     tensors' initializers read (they are initialized by routines of their own)."""
     tensors = code.tensors()
-    close_tensors([*tensors, *(d for t in held_out(tensors) for d in init_deps(t))])
+    measured = [it.op.tensor for it in code if isinstance(it, FetchItem)
+                and isinstance(it.op, EmbedDim)]  # oc.embed_dim reads their closed dims
+    close_tensors([*tensors, *measured, *(d for t in held_out(tensors) for d in init_deps(t))])
     return code
 
 
@@ -171,7 +174,8 @@ def _assignment(it: Item, table: Mapping[OpRecord, A.Projections]) -> A.Asgn:
                            tuple(r.buffer() for r in it.rhs), p, it.label,
                            tuple(_margins(r) for r in it.rhs), _margin_value(it))
         case FetchItem(node=n, op=op):
-            return A.Fetch(n.buffer(), op, _margins(n))
+            return A.Fetch(n.buffer(), op.resolve() if isinstance(op, EmbedDim) else op,
+                           _margins(n))
         case CheckItem(symbol=s, tensor=t, code=c):
             return A.CheckStatic(s, t.dims()[0], c)
         case VecItem(lhs=lhs, op=op, rhs=rhs, length=n, label=label):
