@@ -1,5 +1,5 @@
 """Data movement: transpose, batch slicing at a static index (OCANNL `@|`) and the range
-vector; each op's op_asn, grad_asn and logic side by side.
+vector (a `fetch.range_over_offsets`); each op's op_asn, grad_asn and logic side by side.
 
 Input: tensors, static indices, sizes. Output: result Tensors (and StaticIndex handles).
 """
@@ -11,13 +11,12 @@ from typing import Any
 from ...errors import ArgumentError
 from ...infer.logic import BatchSlice, Transpose
 from ...infer.projections import fresh_symbol
-from ...infer.shape import Shape
-from ...lowering.assignments import RangeOverOffsets
 from ...rewrite import make_decorator
 from .. import validate
 from ..builders import accum
-from ..node import CheckItem, Code, FetchItem, Init, NodeRef, StaticIndex, Tensor
+from ..node import CheckItem, Code, NodeRef, StaticIndex, Tensor
 from .base import apply
+from .fetch import range_over_offsets
 
 cd = make_decorator("cd", "ocannl_ast.tensor.dsl")
 
@@ -67,9 +66,5 @@ def batch_slice(x: Any, index: StaticIndex) -> Tensor:
 def range_(n: int, *, label: str | None = None) -> Tensor:
     """The vector 0, 1, ..., n-1 (computed by its own forward code)."""
     validate.range_args(n, label)
-    shape = Shape.make(label or "range", batch_dims=(), output_dims=(n,), input_dims=(),
-                       is_terminal=True)
-    t = Tensor(label or "range", shape, Init.COMPUTED)
-    t._own = Code((FetchItem(NodeRef(t, "value"), RangeOverOffsets()),))
-    t._fwd = {t.id: t}
-    return t
+    return range_over_offsets(batch_dims=(), output_dims=(n,), input_dims=(),
+                              label=label or "range")
