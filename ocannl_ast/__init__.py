@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as _np
 
+from . import testing
 from .errors import (
     ArgumentError,
     BackendError,
@@ -178,6 +179,7 @@ __all__ = [
     "stop_gradient",
     "tanh",
     "term",
+    "testing",
     "transpose",
     "unary_op",
     "value_and_grad",

@@ -1,0 +1,133 @@
+"""Testing helpers for pytest (`oc.testing`): gradient checks against float64 central
+differences, and shape assertions in OCANNL notation.
+
+Input: a function of tensors and NumPy inputs, or a tensor and an expected shape.
+Output: nothing; an AssertionError naming the input and worst cell (or both shapes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from .errors import ArgumentError
+from .tensor import validate
+from .tensor.context import Context
+from .tensor.leaves import param
+from .tensor.node import Tensor
+
+
+def check_grads(fn: Callable[..., Tensor], inputs: Sequence[Any], *, eps: float = 1e-6,
+                rtol: float = 1e-3, atol: float = 1e-4) -> None:
+    """Check the gradients of `fn(*params)` (a scalar tensor) with respect to float64
+    params initialized from `inputs` against central differences of its forward value.
+
+    One float64 context compiles the forward+backprop and forward routines once; each
+    numeric derivative sets a perturbed input (`ctx.set`) and reruns the forward routine.
+    A cell fails when ``|analytic - numeric| > atol + rtol * |numeric|``.
+
+    Example: ``check_grads(lambda x: oc.einsum("i,i=>", x, x), [np.ones(3)])``.
+    """
+    arrays = _check_args(fn, inputs, eps, rtol, atol)
+    params = [param(f"check_grads_input{i}", init=a) for i, a in enumerate(arrays)]
+    loss = fn(*params)
+    validate.check_tensor("check_grads", "fn(*inputs)", loss)
+    _infer_shapes(loss, *params)
+    if int(np.prod(loss.dims())) != 1:
+        raise ArgumentError(f"check_grads: fn must return a scalar tensor, got one of dims "
+                            f"{loss.dims()}")
+    ctx = Context("c", precision="float64")
+    reached = {t.id for t in loss.subgraph()}
+    fwd = ctx.compile(loss.forward_all(), name="check_grads_forward")
+    both = ctx.compile([loss.forward_all(), loss.backprop], name="check_grads_backprop")
+    for p, a in zip(params, arrays, strict=True):
+        ctx.set(p, a.reshape(p.dims()))
+    both()
+    for i, (p, a) in enumerate(zip(params, arrays, strict=True)):
+        analytic = (ctx.get(p.grad).reshape(a.shape) if p.id in reached
+                    else np.zeros(a.shape))
+        numeric = _numeric_grad(ctx, fwd, loss, p, a, eps)
+        _compare(i, a.shape, analytic, numeric, rtol, atol)
+
+
+def _check_args(fn: Any, inputs: Any, eps: Any, rtol: Any, atol: Any) -> list[np.ndarray]:
+    """Validate check_grads' arguments; the inputs as float64 arrays."""
+    validate.check_callable("check_grads", "fn", fn)
+    if not isinstance(inputs, list | tuple) or not inputs:
+        validate.fail(ArgumentError, "check_grads: inputs must be a non-empty list of NumPy "
+                      f"arrays, got {validate.describe(inputs)}")
+    for name, x in (("eps", eps), ("rtol", rtol), ("atol", atol)):
+        validate.check_number("check_grads", name, x)
+        if x < 0 or (name == "eps" and x == 0):
+            validate.fail(ArgumentError, f"check_grads: {name} must be "
+                          f"{'> 0' if name == 'eps' else '>= 0'}, got {x}")
+    arrays = []
+    for i, x in enumerate(inputs):
+        arr = np.asarray(x, dtype=np.float64) if isinstance(x, np.ndarray | list | tuple |
+                                                             float | int) else None
+        if arr is None or not np.all(np.isfinite(arr)):
+            validate.fail(ArgumentError, f"check_grads: inputs[{i}] must be a finite numeric "
+                          f"NumPy array, got {validate.describe(x)}")
+        arrays.append(arr if arr.ndim else arr.reshape(1))
+    return arrays
+
+
+def _numeric_grad(ctx: Context, fwd: Any, loss: Tensor, p: Tensor, a: np.ndarray,
+                  eps: float) -> np.ndarray:
+    """Central differences of the loss value in every cell of one input."""
+    out = np.zeros(a.shape)
+    work = a.copy()
+    for idx in np.ndindex(*a.shape):
+        vals = []
+        for delta in (eps, -eps):
+            work[idx] = a[idx] + delta
+            ctx.set(p, work.reshape(p.dims()))
+            fwd()
+            vals.append(float(ctx.get(loss).reshape(-1)[0]))
+        work[idx] = a[idx]
+        out[idx] = (vals[0] - vals[1]) / (2 * eps)
+    ctx.set(p, a.reshape(p.dims()))
+    return out
+
+
+def _compare(i: int, shape: tuple[int, ...], analytic: np.ndarray, numeric: np.ndarray,
+             rtol: float, atol: float) -> None:
+    """AssertionError naming the input and its worst cell when a cell is out of tolerance."""
+    excess = np.abs(analytic - numeric) - (atol + rtol * np.abs(numeric))
+    bad = ~(excess <= 0)  # NaN counts as a failure
+    if not bad.any():
+        return
+    worst = np.unravel_index(int(np.argmax(np.where(np.isnan(excess), np.inf, excess))),
+                             shape)
+    raise AssertionError(
+        f"check_grads: gradient of input {i} (shape {shape}) differs from float64 central "
+        f"differences in {int(bad.sum())} of {bad.size} cells; worst cell {tuple(map(int, worst))}"
+        f": analytic {float(analytic[worst]):.8g}, numeric {float(numeric[worst]):.8g} "
+        f"(rtol={rtol}, atol={atol})")
+
+
+def _infer_shapes(*tensors: Tensor) -> None:
+    from . import infer_shapes  # the package imports this module: import at call time
+
+    infer_shapes(*tensors)
+
+
+def _norm(spec: str) -> str:
+    return "".join(spec.split())
+
+
+def assert_shape(tensor: Tensor, expected: str) -> None:
+    """Assert the tensor's (closed) shape in OCANNL notation, e.g. ``"2|3->4"`` (batch |
+    input -> output; rows without axes omitted). Closes the tensor's shape first.
+
+    Example: ``assert_shape(w @ x, "5|16")``.
+    """
+    validate.check_tensor("assert_shape", "tensor", tensor)
+    validate.check_str("assert_shape", "expected", expected)
+    _infer_shapes(tensor)
+    got = tensor.shape.describe()
+    if _norm(got) != _norm(expected):
+        raise AssertionError(f"assert_shape: tensor '{tensor.label}' has shape {got!r}, "
+                             f"expected {expected!r}")
