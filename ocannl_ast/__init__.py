@@ -63,6 +63,7 @@ from .tensor.ops.movement import range_
 from .tensor.pipeline import Options as _Options
 from .tensor.pipeline import init_deps as _init_deps
 from .tensor.pipeline import render as _render
+from .tensor.report import summary
 from .tensor.train import grad_update, sgd_update
 
 range = range_  # OCANNL's `range`; the builtin stays reachable as builtins.range
@@ -177,6 +178,7 @@ __all__ = [
     "stack",
     "static_index",
     "stop_gradient",
+    "summary",
     "tanh",
     "term",
     "testing",
