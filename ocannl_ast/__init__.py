@@ -21,6 +21,7 @@ from .lowering.loop_ir import Precision as _Precision
 from .rewrite import make_decorator as _make_decorator
 from .tensor import operators as _operators  # noqa: F401  (installs Python operators)
 from .tensor import validate as _validate
+from .tensor.adam import adam_update
 from .tensor.context import Context, Routine, default_context, set_seed
 from .tensor.context import as_code as _as_code
 from .tensor.leaves import batch, ndarray, node, number, param, term
@@ -136,6 +137,7 @@ __all__ = [
     "ShapeError",
     "SpecError",
     "Tensor",
+    "adam_update",
     "batch",
     "batch_slice",
     "binary_op",

@@ -1,0 +1,74 @@
+"""Adam with decoupled weight decay (AdamW), written as assignment code like `sgd_update`.
+
+Optimizer state lives in the context as persistent, non-differentiable inline nodes (zeros
+until written), one set per parameter: the moments `adam_m`, `adam_v`, and the bias
+corrections `adam_c1 = 1 - beta1**t`, `adam_c2 = 1 - beta2**t`. The step count t is held
+implicitly by those two nodes: starting from 0, `c <- beta * c + (1 - beta)` gives exactly
+`1 - beta**t` after t steps, so no power and no step argument are needed, and the state is
+saved and restored with every other context-held tensor.
+
+Input: a scalar loss tensor. Output: Code for `Context.compile`, run after `grad_update`.
+"""
+
+# Written in the @cd dialect: names declared inline ({adam_m}) exist after rewriting.
+# ruff: noqa: F821
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import ArgumentError
+from ..rewrite import make_decorator
+from . import validate
+from .node import Code, Tensor, concat
+
+cd = make_decorator("cd", "ocannl_ast.tensor.dsl")
+
+
+@cd
+def adam_one(p, learning_rate, beta1, beta2, eps, weight_decay):
+    """One parameter's AdamW step (decoupled weight decay, bias-corrected moments)."""
+    {adam_c1}[...] = beta1 * adam_c1 + (1.0 - beta1)
+    {adam_c2}[...] = beta2 * adam_c2 + (1.0 - beta2)
+    {adam_m}[...] = beta1 * adam_m + (1.0 - beta1) * p.grad
+    {adam_v}[...] = beta2 * adam_v + (1.0 - beta2) * (p.grad * p.grad)
+    if weight_decay != 0.0:
+        p -= (learning_rate * weight_decay) * p
+    {adam_den}[...] = sqrt(adam_v / adam_c2)
+    adam_den += eps
+    p -= learning_rate * ((adam_m / adam_c1) / adam_den)
+
+
+def adam_update(loss: Tensor, *, learning_rate: Any = 1e-3,
+                betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
+                weight_decay: float = 0.0) -> Code:
+    """AdamW updates of every parameter of the loss (run after `grad_update(loss)`):
+    ``p -= lr * wd * p; m = b1*m + (1-b1)*g; v = b2*v + (1-b2)*g*g;
+    p -= lr * (m / (1 - b1**t)) / (sqrt(v / (1 - b2**t)) + eps)``.
+
+    Example: ``ctx.compile([oc.grad_update(loss), oc.adam_update(loss, learning_rate=0.01)])``.
+    """
+    beta1, beta2 = _adam_args(loss, learning_rate, betas, eps, weight_decay)
+    return concat(adam_one(p, learning_rate, beta1, beta2, eps, weight_decay)
+                  for p in loss.params())
+
+
+def _adam_args(loss: Any, learning_rate: Any, betas: Any, eps: Any,
+               weight_decay: Any) -> tuple[float, float]:
+    """Validate `oc.adam_update`'s arguments; the two betas."""
+    validate.check_tensor("adam_update", "loss", loss)
+    if not isinstance(learning_rate, Tensor):
+        validate.check_number("adam_update", "learning_rate", learning_rate)
+    if not isinstance(betas, tuple | list) or len(betas) != 2:
+        validate.fail(ArgumentError, "adam_update: betas must be a pair (beta1, beta2), got "
+                      f"{validate.describe(betas)}")
+    for i, b in enumerate(betas):
+        validate.check_number("adam_update", f"betas[{i}]", b)
+        if not 0.0 <= b < 1.0:
+            validate.fail(ArgumentError, f"adam_update: betas[{i}] must be in [0, 1), got {b}")
+    validate.check_number("adam_update", "eps", eps)
+    validate.check_number("adam_update", "weight_decay", weight_decay)
+    if eps < 0 or weight_decay < 0:
+        bad = ("eps", eps) if eps < 0 else ("weight_decay", weight_decay)
+        validate.fail(ArgumentError, f"adam_update: {bad[0]} must be >= 0, got {bad[1]}")
+    return float(betas[0]), float(betas[1])
