@@ -17,6 +17,7 @@ from .tensor import validate
 from .tensor.context import Context
 from .tensor.leaves import param
 from .tensor.node import Tensor
+from .tensor.pipeline import close_tensors, init_deps
 
 
 def check_grads(fn: Callable[..., Tensor], inputs: Sequence[Any], *, eps: float = 1e-6,
@@ -109,9 +110,10 @@ def _compare(i: int, shape: tuple[int, ...], analytic: np.ndarray, numeric: np.n
 
 
 def _infer_shapes(*tensors: Tensor) -> None:
-    from . import infer_shapes  # the package imports this module: import at call time
-
-    infer_shapes(*tensors)
+    """Close the shapes of these tensors and everything they depend on (`oc.infer_shapes`;
+    the package imports this module, so it is not imported back)."""
+    deps = {s.id: s for t in tensors for u in t.subgraph() for s in (u, *init_deps(u))}
+    close_tensors(list(deps.values()))
 
 
 def _norm(spec: str) -> str:

@@ -94,7 +94,7 @@ def test_check_grads_rejects_non_scalar_and_bad_eps() -> None:
 
 
 def test_assert_shape_passes_and_fails_with_both_shapes() -> None:
-    w = oc.param("w", input_dims=[3], output_dims=[4])
+    w = oc.param("shape_w", input_dims=[3], output_dims=[4])
     x = oc.ndarray(np.ones((2, 3)), batch_axes=1)
     y = w @ x
     oc.testing.assert_shape(y, "2|4")

@@ -22,8 +22,8 @@ B0 = np.array([-0.3])
 
 
 def _model() -> tuple[oc.Tensor, oc.Tensor, oc.Tensor]:
-    w = oc.param("w", batch_dims=[], output_dims=[1], input_dims=[2], init=W0.copy())
-    b = oc.param("b", batch_dims=[], output_dims=[1], init=B0.copy())
+    w = oc.param("adam_w", batch_dims=[], output_dims=[1], input_dims=[2], init=W0.copy())
+    b = oc.param("adam_b", batch_dims=[], output_dims=[1], init=B0.copy())
     x = oc.ndarray(X, batch_axes=1)
     y = oc.ndarray(Y[:, None], batch_axes=1)
     diff = w @ x + b - y
