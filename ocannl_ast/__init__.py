@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as _np
 
-from . import testing
+from . import nn, testing
 from .errors import (
     ArgumentError,
     BackendError,
@@ -162,6 +162,7 @@ __all__ = [
     "lt",
     "ndarray",
     "ne",
+    "nn",
     "neg",
     "no_grad",
     "node",
