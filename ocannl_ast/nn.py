@@ -8,7 +8,7 @@ Input: tensors. Output: tensors (layers: callables from tensor to tensor).
 """
 
 # Written in the @op dialect: names declared inline ({w}) exist after rewriting.
-# ruff: noqa: F821
+# ruff: noqa: F821, F841
 # mypy: ignore-errors
 
 from __future__ import annotations
