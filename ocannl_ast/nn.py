@@ -122,3 +122,63 @@ def _check_dim(fn: str, name: str, d: Any) -> None:
     if not validate.is_int(d) or d <= 0:
         validate.fail(ArgumentError, f"{fn}: {name} must be a positive int, got "
                                      f"{validate.describe(d)}")
+
+
+def _pair(fn: str, name: str, v: Any) -> tuple[int, int]:
+    """An int or a pair of ints (height, width), each positive."""
+    pair = tuple(v) if isinstance(v, list | tuple) else (v, v)
+    if len(pair) != 2:
+        validate.fail(ArgumentError, f"{fn}: {name} must be an int or a pair of ints, got "
+                                     f"{validate.describe(v)}")
+    for d in pair:
+        _check_dim(fn, name, d)
+    return pair[0], pair[1]
+
+
+def _window_spec(sh: int, sw: int, mode: str, kernel: str, out: str) -> str:
+    """`..b..|sh*oh<+kh, sw*ow<+kw, c[; kernel] => ..b..|oh, ow, out` (`=+` when padded)."""
+    m = "=" if mode == "same" else "<"
+    return f"..b..|{sh}*oh{m}+kh, {sw}*ow{m}+kw, c{kernel} => ..b..|oh, ow, {out}"
+
+
+def conv2d(out_channels: int, kernel_size: Any, *, stride: Any = 1,
+           padding: str = "same") -> Layer:
+    """2-D convolution of `x` (batch|height, width, channels): kernel `kh, kw, in_ch ->
+    out_ch` (in_ch inferred from `x`) plus a bias over out_ch. PyTorch output sizes:
+    "same" zero-pads, output = input / stride (the input must divide); "valid" has
+    output = (input - kernel) / stride + 1 (the windows must tile the input exactly)."""
+    _check_dim("conv2d", "out_channels", out_channels)
+    kh, kw = _pair("conv2d", "kernel_size", kernel_size)
+    sh, sw = _pair("conv2d", "stride", stride)
+    if padding not in ("same", "valid"):
+        validate.fail(ArgumentError, 'conv2d: padding must be "same" or "valid", got '
+                                     f"{validate.describe(padding)}")
+    spec = _window_spec(sh, sw, padding, "; kh, kw, c -> oc", "oc")
+    return _conv_layer(spec, out_channels, kh, kw)
+
+
+@op
+def _conv_layer(spec, out_channels, kh, kw):
+    # The window operand (ones over kh, kw) pins the kernel's spatial sizes.
+    return lambda x: einsum(spec, x, {kernel}, window={"kh": kh, "kw": kw}) + \
+        {bias, o := [out_channels]}
+
+
+def max_pool2d(window: Any, *, stride: Any = None) -> Layer:
+    """Max over `window` x `window` patches of `x` (batch|height, width, channels), no
+    padding; `stride` defaults to the window. The windows must tile the input exactly."""
+    spec, kh, kw = _pool_spec("max_pool2d", window, stride)
+    return lambda x: einsum_max(spec, x, window={"kh": kh, "kw": kw})
+
+
+def avg_pool2d(window: Any, *, stride: Any = None) -> Layer:
+    """Mean over `window` x `window` patches of `x` (batch|height, width, channels), no
+    padding; `stride` defaults to the window. The windows must tile the input exactly."""
+    spec, kh, kw = _pool_spec("avg_pool2d", window, stride)
+    return lambda x: einsum(spec, x, window={"kh": kh, "kw": kw}) / float(kh * kw)
+
+
+def _pool_spec(fn: str, window: Any, stride: Any) -> tuple[str, int, int]:
+    kh, kw = _pair(fn, "window", window)
+    sh, sw = (kh, kw) if stride is None else _pair(fn, "stride", stride)
+    return _window_spec(sh, sw, "valid", "", "c"), kh, kw
