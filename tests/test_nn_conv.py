@@ -154,3 +154,30 @@ def test_bad_arguments_are_argument_errors(bad) -> None:  # type: ignore[no-unty
 def test_pool_window_that_does_not_tile_is_a_shape_error() -> None:
     with pytest.raises(oc.ShapeError):
         oc.eval(oc.nn.max_pool2d(2)(oc.ndarray(np.ones((1, 5, 4, 1)), batch_axes=1)))
+
+
+@pytest.mark.parametrize("padding", ["same", "valid"])
+def test_conv2d_one_input_channel(padding: str) -> None:
+    """A 1-channel image (grayscale) gives the kernel one input channel: the size-1 channel
+    axis of x is the only use that bounds it, and it closes to 1 (was a ShapeError)."""
+    xs = _data(7, (2, 6, 6, 1))
+    y = oc.nn.conv2d(3, 3, padding=padding)(oc.ndarray(xs, batch_axes=1))
+    ctx = oc.Context(precision="float64")
+    got = ctx.eval(y)
+    kernel, bias = y.params()
+    oc.testing.assert_shape(kernel, "3,3,1->3")
+    wk = np.transpose(ctx.get(kernel), (1, 2, 3, 0))  # (oc, kh, kw, ic) -> (kh, kw, ic, oc)
+    want = conv2d_ref(xs, wk, ctx.get(bias), 1, padding == "same")
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_einsum_param_axis_bounded_only_by_size_one_operand() -> None:
+    """An einsum label shared by a size-1 data axis and an undetermined param axis closes
+    the param axis to 1, as `@` does; values match numpy.einsum."""
+    xs = _data(3, (2, 1))
+    w = oc.param("w1c", output_dims=[4])
+    y = oc.einsum("b|c; c->o => b|o", oc.ndarray(xs, batch_axes=1), w)
+    ctx = oc.Context(precision="float64")
+    got = ctx.eval(y)
+    oc.testing.assert_shape(w, "1->4")
+    np.testing.assert_allclose(got, np.einsum("bc,oc->bo", xs, ctx.get(w)), rtol=1e-12)

@@ -124,7 +124,8 @@ def _close_dims(s: Solver, bounds: Bounds, dims: DimOccs, leaf_dims: set[int],
             n = Bounds(s).dim_lub(v) if at_least.get(v, 1) > 1 else None
             s.bind_dim(DimVar(v), Dim(n if n is not None else at_least.get(v, 1)), o)
         return True
-    _check_params(dims, [v for v in sorted(leaf_dims) if v not in used])
+    # a dim below a label that a size-1 operand bounds closes to 1 with it
+    _check_params(dims, [v for v in sorted(leaf_dims) if not bounds.reaches(v, used)])
     for v in sorted(dims):
         s.bind_dim(DimVar(v), Dim(at_least.get(v, 1)), o)
     return bool(dims)
