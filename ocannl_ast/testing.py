@@ -7,6 +7,7 @@ Output: nothing; an AssertionError naming the input and worst cell (or both shap
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -61,6 +62,8 @@ def _check_args(fn: Any, inputs: Any, eps: Any, rtol: Any, atol: Any) -> list[np
                       f"arrays, got {validate.describe(inputs)}")
     for name, x in (("eps", eps), ("rtol", rtol), ("atol", atol)):
         validate.check_number("check_grads", name, x)
+        if isinstance(x, bool):
+            validate.fail(ArgumentError, f"check_grads: {name} must be a number, got {x}")
         if x < 0 or (name == "eps" and x == 0):
             validate.fail(ArgumentError, f"check_grads: {name} must be "
                           f"{'> 0' if name == 'eps' else '>= 0'}, got {x}")
@@ -72,7 +75,21 @@ def _check_args(fn: Any, inputs: Any, eps: Any, rtol: Any, atol: Any) -> list[np
             validate.fail(ArgumentError, f"check_grads: inputs[{i}] must be a finite numeric "
                           f"NumPy array, got {validate.describe(x)}")
         arrays.append(arr if arr.ndim else arr.reshape(1))
+    _check_arity(fn, len(arrays))
     return arrays
+
+
+def _check_arity(fn: Any, n: int) -> None:
+    """fn must accept one positional argument per input array (when its signature says)."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return
+    try:
+        sig.bind(*range(n))
+    except TypeError:
+        validate.fail(ArgumentError, f"check_grads: fn{sig} cannot take {n} positional "
+                      f"argument{'s' if n != 1 else ''} (one tensor per input array)")
 
 
 def _numeric_grad(ctx: Context, fwd: Any, loss: Tensor, p: Tensor, a: np.ndarray,

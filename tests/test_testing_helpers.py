@@ -106,3 +106,51 @@ def test_assert_shape_passes_and_fails_with_both_shapes() -> None:
 def test_assert_shape_rejects_non_tensor() -> None:
     with pytest.raises(oc.ArgumentError, match="assert_shape"):
         oc.testing.assert_shape(np.ones(3), "3")  # type: ignore[arg-type]
+
+
+def test_check_grads_rejects_fn_of_the_wrong_arity() -> None:
+    with pytest.raises(oc.ArgumentError, match=r"fn\(a, b\) cannot take 1 positional argument"):
+        oc.testing.check_grads(lambda a, b: _sum(a * b), [np.ones(2)])
+    with pytest.raises(oc.ArgumentError, match="cannot take 2 positional arguments"):
+        oc.testing.check_grads(lambda a: _sum(a), [np.ones(2), np.ones(2)])
+    oc.testing.check_grads(lambda *xs: _sum(xs[0] * xs[1]), [np.ones(2), np.ones(2)])
+
+
+@pytest.mark.parametrize("name", ["eps", "rtol", "atol"])
+def test_check_grads_rejects_bool_tolerances(name: str) -> None:
+    with pytest.raises(oc.ArgumentError, match=f"{name} must be a number, got True"):
+        oc.testing.check_grads(lambda a: _sum(a), [np.ones(2)], **{name: True})
+
+
+def _weighted(y: oc.Tensor, seed: int) -> oc.Tensor:
+    """sum(W * y) with fixed random W, so that every output cell matters."""
+    oc.infer_shapes(y)
+    spec = "".join("abcdefgh"[: len(y.dims())])
+    w = np.random.default_rng(seed).normal(size=y.dims())
+    return oc.einsum(f"{spec};{spec}=>", y, oc.ndarray(w))
+
+
+@pytest.mark.parametrize("make, shape", [
+    (lambda: oc.nn.conv2d(3, 3), (4, 4, 2)),
+    (lambda: oc.nn.conv2d(2, 2, stride=2, padding="valid"), (4, 6, 2)),
+    (lambda: oc.nn.linear(5), (3,)),
+    (lambda: oc.nn.layer_norm(), (6,)),
+    (lambda: oc.nn.max_pool2d(2), (4, 4, 2)),
+])
+def test_check_grads_of_a_layer_is_fast(make, shape: tuple[int, ...]) -> None:  # type: ignore[no-untyped-def]
+    """One context per check: a layer's check is two compilations plus cheap reruns (well
+    under a second warm; the bound leaves room for a cold compile cache on a busy machine)."""
+    layer = make()
+    x = np.random.default_rng(3).normal(size=shape)
+    start = time.perf_counter()
+    oc.testing.check_grads(lambda t: _weighted(oc.tanh(layer(t)), 4), [x])
+    assert time.perf_counter() - start < 3.0
+
+
+def test_check_grads_catches_a_wrong_layer_gradient() -> None:
+    """A layer whose backward pass is wrong (a custom op inside it) fails the check."""
+    square = oc.unary_op(_square_op, _wrong_grad)
+    layer = oc.nn.linear(3)
+    with pytest.raises(AssertionError, match="gradient of input 0"):
+        oc.testing.check_grads(lambda t: _weighted(square(layer(t)), 5),
+                               [np.array([0.5, -1.0])])

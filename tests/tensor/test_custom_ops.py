@@ -8,10 +8,10 @@ of the graph built from fresh params; all of them evaluated by one `oc.eval`).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import numpy as np
 import pytest
+from fd_util import central_differences
 
 import ocannl_ast as oc
 from ocannl_ast.tensor.builders import accum, prim
@@ -55,24 +55,8 @@ def check(build_fn: Callable[..., oc.Tensor], arrays: Sequence[np.ndarray],
     np.testing.assert_allclose(oc.eval(out, precision="float64"), ref, rtol=1e-12, atol=1e-12)
     assert float(np.asarray(value).reshape(())) == pytest.approx(float((ref * W).sum()),
                                                                  rel=1e-12, abs=1e-12)
-    copies, where = [], []
-    for k, a in enumerate(base):
-        for idx in np.ndindex(a.shape):
-            for sign in (1.0, -1.0):
-                arrs = [x.copy() for x in base]
-                arrs[k][idx] += sign * EPS
-                copies.append(build(arrs)[0])
-                where.append((k, idx, sign))
-    total: Any = None
-    for j, lo in enumerate(copies):
-        onehot = np.zeros(len(copies))
-        onehot[j] = 1.0
-        term = lo * oc.ndarray(onehot)
-        total = term if total is None else total + term
-    losses = np.asarray(oc.eval(total, precision="float64")).reshape(-1)
-    nums = [np.zeros_like(a) for a in base]
-    for (k, idx, sign), lo in zip(where, losses):
-        nums[k][idx] += sign * lo / (2 * EPS)
+    base_loss, nums = central_differences(lambda arrs: build(arrs)[0], base, EPS)
+    assert base_loss == pytest.approx(float(np.asarray(value).reshape(())), rel=1e-12, abs=1e-12)
     for k, (g, num) in enumerate(zip(grads, nums)):
         np.testing.assert_allclose(g, num, rtol=rtol, atol=1e-7,
                                    err_msg=f"gradient of operand {k} vs finite differences")

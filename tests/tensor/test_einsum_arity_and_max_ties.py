@@ -2,10 +2,12 @@
 differences), and `oc.einsum_max` gradients with tied maxima: the incoming gradient is
 split equally among tied positions (NumPy reference), in max-reduce and tropical form.
 
-Finite differences perturb a param with `ctx.set` and re-evaluate the loss with `ctx.eval`
-in the same float64 context (eval uses the context's current params)."""
+Finite differences: `oc.testing.check_grads` (one float64 context; each perturbed input is
+set and the compiled forward rerun)."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -19,37 +21,22 @@ def _params(arrays: list[np.ndarray]) -> list[oc.Tensor]:
     return [oc.param(f"p{k}", init=a.copy()) for k, a in enumerate(arrays)]
 
 
-def _fd(ctx: oc.Context, loss: oc.Tensor, ps: list[oc.Tensor]) -> list[np.ndarray]:
-    out = []
-    for p in ps:
-        base = ctx.get(p)
-        g = np.zeros_like(base)
-        for idx in np.ndindex(base.shape):
-            vals = []
-            for sign in (1.0, -1.0):
-                x = base.copy()
-                x[idx] += sign * EPS
-                ctx.set(p, x)
-                vals.append(float(ctx.eval(loss).reshape(())))
-            g[idx] = (vals[0] - vals[1]) / (2 * EPS)
-        ctx.set(p, base)
-        out.append(g)
-    return out
-
-
 def _weighted(y: oc.Tensor, W: np.ndarray) -> oc.Tensor:
     letters = "abcdefgh"[:W.ndim]
     return oc.einsum(f"{letters};{letters}=>", y, oc.ndarray(W))
 
 
-def _check_grads(loss: oc.Tensor, ps: list[oc.Tensor],
+def _check_grads(fn: Callable[..., oc.Tensor], arrays: list[np.ndarray],
                  expected: list[np.ndarray] | None = None) -> None:
-    ctx = oc.Context(precision="float64")
-    _, grads = oc.value_and_grad(loss, ps, ctx=ctx)
-    for k, (g, num) in enumerate(zip(grads, _fd(ctx, loss, ps))):
-        np.testing.assert_allclose(g, num, rtol=1e-6, atol=1e-7,
-                                   err_msg=f"gradient of operand {k} vs finite differences")
-    for k, (g, e) in enumerate(zip(grads, expected or [])):
+    """`fn(*params)`, a scalar loss: its gradients against float64 central differences, and
+    (through `oc.value_and_grad`) against the NumPy gradients `expected`."""
+    oc.testing.check_grads(fn, arrays, eps=EPS, rtol=1e-6, atol=1e-7)
+    if expected is None:
+        return
+    ps = _params(arrays)
+    _, grads = oc.value_and_grad(fn(*ps), ps, ctx=oc.Context(precision="float64"))
+    assert len(grads) == len(expected)
+    for k, (g, e) in enumerate(zip(grads, expected)):
         np.testing.assert_allclose(g, e, rtol=1e-12, atol=1e-12,
                                    err_msg=f"gradient of operand {k} vs NumPy")
 
@@ -84,12 +71,14 @@ def test_einsum_many_operands_gradients(spec: str, np_spec: str,
                                         dims: list[tuple[int, ...]]) -> None:
     rng = np.random.default_rng(10 + len(dims))
     arrays = [rng.standard_normal(d) for d in dims]
-    ps = _params(arrays)
-    y = oc.einsum(spec, *ps)
     ref = np.einsum(np_spec, *arrays)
     W = rng.standard_normal(ref.shape) if ref.ndim else None
-    loss = y if W is None else _weighted(y, W)
-    _check_grads(loss, ps)
+
+    def loss(*ps: oc.Tensor) -> oc.Tensor:
+        y = oc.einsum(spec, *ps)
+        return y if W is None else _weighted(y, W)
+
+    _check_grads(loss, arrays)
 
 
 def test_einsum_four_operands_same_param() -> None:
@@ -155,18 +144,23 @@ def test_einsum_max_tropical_ties_split_equally() -> None:
 
 def test_einsum_max_reduce_of_replicated_values_matches_finite_differences() -> None:
     # every entry of row i equals p[i]: all tied, yet max is exactly p[i] (derivative 1)
-    (p,) = _params([np.array([0.3, -1.2, 2.0])])
-    rep = oc.einsum("i;j=>ij", p, oc.ndarray(np.ones(4)))
-    y = oc.einsum_max("ij=>i", rep)
     W = np.array([1.0, -0.5, 2.0])
-    _check_grads(_weighted(y, W), [p], expected=[W])
+
+    def loss(p: oc.Tensor) -> oc.Tensor:
+        rep = oc.einsum("i;j=>ij", p, oc.ndarray(np.ones(4)))
+        return _weighted(oc.einsum_max("ij=>i", rep), W)
+
+    _check_grads(loss, [np.array([0.3, -1.2, 2.0])], expected=[W])
 
 
 def test_einsum_max_tropical_of_replicated_values_matches_finite_differences() -> None:
     # s[i, k, j] = p[i] + q[j] for every k: all k tied, max is exactly p[i] + q[j]
-    p, q = _params([np.array([0.3, -1.2]), np.array([1.0, 0.0, -0.5])])
-    a = oc.einsum("i;k=>ik", p, oc.ndarray(np.ones(3)))
-    b = oc.einsum("k;j=>kj", oc.ndarray(np.ones(3)), q)
-    y = oc.einsum_max("ik;kj=>ij", a, b)
     W = np.array([[1.0, -2.0, 0.5], [0.25, 3.0, -1.0]])
-    _check_grads(_weighted(y, W), [p, q], expected=[W.sum(1), W.sum(0)])
+
+    def loss(p: oc.Tensor, q: oc.Tensor) -> oc.Tensor:
+        a = oc.einsum("i;k=>ik", p, oc.ndarray(np.ones(3)))
+        b = oc.einsum("k;j=>kj", oc.ndarray(np.ones(3)), q)
+        return _weighted(oc.einsum_max("ik;kj=>ij", a, b), W)
+
+    _check_grads(loss, [np.array([0.3, -1.2]), np.array([1.0, 0.0, -0.5])],
+                 expected=[W.sum(1), W.sum(0)])

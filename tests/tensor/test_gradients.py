@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from fd_util import central_differences
 
 import ocannl_ast as oc
 
@@ -117,38 +118,13 @@ def check_grads(build_fn: Callable[..., oc.Tensor], param_arrays: Sequence[Any],
         return
 
     # All 2N perturbed copies of the graph (fresh params each, initialized with perturbed
-    # values) are evaluated by one `oc.eval`: copy k's loss lands in slot k of a vector.
-    perturbed: list[list[np.ndarray]] = [[x.copy() for x in base]]
-    where_: list[tuple[int, tuple[int, ...], float]] = []
-    for k, a in enumerate(base):
-        for idx in np.ndindex(a.shape):
-            for sign in (1.0, -1.0):
-                arrays = [x.copy() for x in base]
-                arrays[k][idx] += sign * eps
-                perturbed.append(arrays)
-                where_.append((k, idx, sign))
-    losses = eval_many([build(arrays)[0] for arrays in perturbed])
-    assert losses[0] == pytest.approx(_scalar(value), rel=1e-12, abs=1e-12)
-    nums = [np.zeros_like(a) for a in base]
-    for (k, idx, sign), lo in zip(where_, losses[1:]):
-        nums[k][idx] += sign * lo / (2 * eps)
+    # values) and the unperturbed one are evaluated by one `oc.eval`.
+    base_loss, nums = central_differences(lambda arrays: build(arrays)[0], base, eps)
+    assert base_loss == pytest.approx(_scalar(value), rel=1e-12, abs=1e-12)
     for k, num in enumerate(nums):
         np.testing.assert_allclose(grads[k], num, rtol=rtol,
                                    atol=atol * max(1.0, np.abs(num).max()) + 1e-7,
                                    err_msg=f"gradient of param {k} vs finite differences")
-
-
-def eval_many(losses: list[oc.Tensor]) -> np.ndarray:
-    """The values of many scalar tensors from one float64 `oc.eval`."""
-    n = len(losses)
-    total: oc.Tensor | None = None
-    for k, lo in enumerate(losses):
-        onehot = np.zeros(n)
-        onehot[k] = 1.0
-        term = lo * oc.ndarray(onehot)
-        total = term if total is None else total + term
-    assert total is not None
-    return np.asarray(oc.eval(total, precision="float64"), dtype=np.float64).reshape(n)
 
 
 def rnd(*shape: int, seed: int = 0, low: float | None = None, high: float | None = None
