@@ -253,7 +253,8 @@ def _attention(num_heads, head_dim, causal, scale):
         e = exp(scores - stop_gradient(einsum_max(_KEY_KEEP, scores)))
         weights = e * recip(einsum(_KEY_KEEP, e))
         ones = 0.0 * stop_gradient(x) + 1.0
-        return einsum(_OUT, einsum(_MIX, weights, v), {wo}, ones)
+        out = einsum(_MIX, weights, v)
+        return einsum(_OUT, out, {wo, i := [num_heads, head_dim]}, ones)
 
     return layer
 
@@ -336,9 +337,9 @@ def dropout(rate: float, *, seed: int = 0) -> Callable[..., Tensor]:
 
     The mask is counter-based (threefry4x32), computed in the routine from `seed`, the
     layer's creation ordinal, the cell's offset and the layer's step counter (a
-    context-held `oc.step_counter`, which the optimizer update increments): the same seed
-    and step give the same mask, each step a new one. Uses of one layer within a step share
-    the mask."""
+    context-held `oc.step_counter`, `layer.step`, which the optimizer update increments):
+    the same seed and step give the same mask, each step a new one. Uses of one layer
+    within a step share the mask; separate dropout layers have independent masks."""
     validate.check_number("dropout", "rate", rate)
     if not 0.0 <= rate < 1.0:
         validate.fail(ArgumentError, f"dropout: rate must be in [0, 1), got {rate!r}")
@@ -356,6 +357,7 @@ def dropout(rate: float, *, seed: int = 0) -> Callable[..., Tensor]:
             return x
         return _dropout(x, rate, _threefry(key, step))
 
+    layer.step = step  # type: ignore[attr-defined]
     return layer
 
 
