@@ -21,7 +21,7 @@ from ..errors import ArgumentError
 from ..rewrite import make_decorator
 from . import validate
 from .node import Code, Tensor, concat
-from .schedules import advance, counters_of
+from .schedules import advance, counters_of, rate_code
 
 cd = make_decorator("cd", "ocannl_ast.tensor.dsl")
 
@@ -56,7 +56,7 @@ def adam_update(loss: Tensor, *, learning_rate: Any = 1e-3,
     beta1, beta2 = _adam_args(loss, learning_rate, betas, eps, weight_decay)
     updates = concat(adam_one(p, learning_rate, beta1, beta2, eps, weight_decay)
                      for p in loss.params())
-    return updates + advance(counters_of(loss, learning_rate))
+    return rate_code(learning_rate) + updates + advance(counters_of(loss, learning_rate))
 
 
 def _adam_args(loss: Any, learning_rate: Any, betas: Any, eps: Any,

@@ -56,6 +56,12 @@ def counters_of(*tensors: Any) -> list[Tensor]:
     return [seen[k] for k in sorted(seen)]
 
 
+def rate_code(learning_rate: Any) -> Code:
+    """A tensor learning rate's whole forward code (recomputed by every routine that
+    updates with it, so a second routine never reads a stale rate); none for a number."""
+    return learning_rate.forward_all() if isinstance(learning_rate, Tensor) else Code()
+
+
 @cd
 def advance_one(counter):
     """`counter += 1`."""

@@ -14,7 +14,7 @@ from typing import Any
 from ..rewrite import make_decorator
 from . import validate
 from .node import Code, Tensor, concat
-from .schedules import advance, counters_of
+from .schedules import advance, counters_of, rate_code
 
 cd = make_decorator("cd", "ocannl_ast.tensor.dsl")
 
@@ -48,4 +48,4 @@ def sgd_update(loss: Tensor, *, learning_rate: Any, momentum: float = 0.0,
     updates = concat(sgd_one(p, learning_rate, momentum=momentum,
                              weight_decay=weight_decay, nesterov=nesterov)
                      for p in loss.params())
-    return updates + advance(counters_of(loss, learning_rate))
+    return rate_code(learning_rate) + updates + advance(counters_of(loss, learning_rate))
