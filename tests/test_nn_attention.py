@@ -148,3 +148,17 @@ def test_mha_trains_with_adam() -> None:
 def test_mha_rejects_bad_arguments(args, kwargs, match) -> None:
     with pytest.raises(oc.OcannlError, match=match):
         oc.nn.multi_head_attention(*args, **kwargs)
+
+
+def test_mha_causal_float32_grads_have_no_nan_or_inf() -> None:
+    """Masked scores (-1e9) must not leak NaN/inf into any gradient, even with large
+    activations in float32."""
+    rng = np.random.default_rng(12)
+    xs, ws = rng.normal(size=(3, 5, 4)) * 20.0, rng.normal(size=(3, 5, 4))
+    y = oc.nn.multi_head_attention(2, 3, causal=True)(oc.ndarray(xs, batch_axes=1))
+    loss = oc.einsum("b|s,f;b|s,f=>", y, oc.ndarray(ws, batch_axes=1))
+    ctx = oc.Context()
+    value, grads = oc.value_and_grad(loss, y.params(), ctx=ctx)
+    assert np.all(np.isfinite(value))
+    for g in grads:
+        assert np.all(np.isfinite(g)) and np.abs(g).max() > 0
