@@ -65,6 +65,7 @@ from .tensor.pipeline import Options as _Options
 from .tensor.pipeline import init_deps as _init_deps
 from .tensor.pipeline import render as _render
 from .tensor.report import summary
+from .tensor.schedules import lr_constant, lr_cosine, lr_warmup, step_counter
 from .tensor.train import grad_update, sgd_update
 
 range = range_  # OCANNL's `range`; the builtin stays reachable as builtins.range
@@ -159,6 +160,9 @@ __all__ = [
     "infer_shapes",
     "le",
     "log",
+    "lr_constant",
+    "lr_cosine",
+    "lr_warmup",
     "lt",
     "ndarray",
     "ne",
@@ -180,6 +184,7 @@ __all__ = [
     "sqrt",
     "stack",
     "static_index",
+    "step_counter",
     "stop_gradient",
     "summary",
     "tanh",

@@ -13,17 +13,39 @@ Input: tensors. Output: tensors (layers: callables from tensor to tensor).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+import contextvars
+import itertools
+import math
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from .errors import ArgumentError
 from .rewrite import make_decorator
 from .tensor import validate
 from .tensor.node import Tensor
-from .tensor.ops import einsum, einsum_max, exp, log, recip, relu, sqrt, stop_gradient
-from .tensor.ops.fetch import embed_dim
+from .tensor.ops import (
+    binary_op,
+    einsum,
+    einsum_max,
+    eq,
+    exp,
+    le,
+    log,
+    lt,
+    range_,
+    recip,
+    relu,
+    sqrt,
+    stop_gradient,
+    tanh,
+    where,
+)
+from .tensor.ops.fetch import embed_dim, range_over_offsets
+from .tensor.schedules import step_counter
 
 op = make_decorator("op", "ocannl_ast.tensor.dsl")
+cd = make_decorator("cd", "ocannl_ast.tensor.dsl")
 
 Layer = Callable[[Tensor], Tensor]
 
@@ -182,3 +204,167 @@ def _pool_spec(fn: str, window: Any, stride: Any) -> tuple[str, int, int]:
     kh, kw = _pair(fn, "window", window)
     sh, sw = (kh, kw) if stride is None else _pair(fn, "stride", stride)
     return _window_spec(sh, sw, "valid", "", "c"), kh, kw
+
+
+# --- attention ----------------------------------------------------------------------------
+
+#: Project features f to heads h and head dims d, per sequence position s.
+_PROJ = "..b..|s,f; f->h,d => ..b..|s,h,d"
+#: Attention scores: query position s, key position t (last, the softmax axis), per head.
+_SCORES = "..b..|s,h,d; ..b..|t,h,d => ..b..|h,s,t"
+#: Reduce the key axis t, keeping it as a size-1 axis (as _LAST_KEEP).
+_KEY_KEEP = "..b..|h,s,t => ..b..|h,s,_"
+#: Mix the values with the attention weights.
+_MIX = "..b..|h,s,t; ..b..|t,h,d => ..b..|s,h,d"
+#: Output projection back to the input features (the third operand, ones shaped like x,
+#: ties the output features to x's).
+_OUT = "..b..|s,h,d; h,d->f; ..b..|s,f => ..b..|s,f"
+#: A masked score: exp of it underflows to exactly 0 in float32 and float64.
+_MASKED = -1e9
+
+
+def multi_head_attention(num_heads: int, head_dim: int, *, causal: bool = False) -> Layer:
+    """Self-attention: `layer(x)`, x of shape batch|seq,features, returns batch|seq,features.
+
+    Per head h: `q = x Wq_h, k = x Wk_h, v = x Wv_h` (no biases), weights
+    `softmax(q k^T / sqrt(head_dim))` over the key positions (stable: the row max is
+    subtracted), output `sum_h (weights v) Wo_h`. Params: `wq, wk, wv` (features ->
+    num_heads, head_dim) and `wo` (num_heads, head_dim -> features). With `causal=True`,
+    position s attends to positions t <= s only: the mask compares the positions' indices
+    (computed in the routine, any sequence length) and replaces masked scores by -1e9
+    before the max, so they get exactly zero weight and zero gradient."""
+    _check_dim("multi_head_attention", "num_heads", num_heads)
+    _check_dim("multi_head_attention", "head_dim", head_dim)
+    if not isinstance(causal, bool):
+        validate.fail(ArgumentError, "multi_head_attention: causal must be a bool, got "
+                                     f"{validate.describe(causal)}")
+    return _attention(num_heads, head_dim, causal, 1.0 / math.sqrt(head_dim))
+
+
+@op
+def _attention(num_heads, head_dim, causal, scale):
+    def layer(x):
+        q = einsum(_PROJ, x, {wq, o := [num_heads, head_dim]})
+        k = einsum(_PROJ, x, {wk, o := [num_heads, head_dim]})
+        v = einsum(_PROJ, x, {wv, o := [num_heads, head_dim]})
+        scores = einsum(_SCORES, q, k) * scale
+        if causal:
+            scores = where(_causal_mask(x), scores, _MASKED)
+        e = exp(scores - stop_gradient(einsum_max(_KEY_KEEP, scores)))
+        weights = e * recip(einsum(_KEY_KEEP, e))
+        ones = 0.0 * stop_gradient(x) + 1.0
+        out = einsum(_MIX, weights, v)
+        return einsum(_OUT, out, {wo, i := [num_heads, head_dim]}, ones)
+
+    return layer
+
+
+def _causal_mask(x: Tensor) -> Tensor:
+    """1 where key position t <= query position s, else 0 (output axes s, t), sized by the
+    sequence axis of `x` (batch|seq,features)."""
+    ones_s = einsum("..b..|s,f => s", 0.0 * stop_gradient(x)) + 1.0
+    pos = einsum("s; s => s", ones_s, range_over_offsets())
+    return le(einsum("s; t => s,t", ones_s, pos), einsum("s; t => s,t", pos, ones_s))
+
+
+# --- embedding, activations, dropout ------------------------------------------------------
+
+
+def one_hot(ids: Tensor, vocab: int) -> Tensor:
+    """One-hot vectors of integer ids: a new last output axis of size `vocab`, 1.0 at the
+    id's position. Ids are float cells holding integers (exact below 2**24 in float32);
+    an id outside [0, vocab) or not an integer gives an all-zero vector."""
+    validate.check_tensor("one_hot", "ids", ids)
+    _check_dim("one_hot", "vocab", vocab)
+    expanded = einsum("..b..|..o..; v => ..b..|..o..,v", stop_gradient(ids),
+                      0.0 * range_(vocab) + 1.0)
+    return eq(expanded, range_(vocab))
+
+
+def embedding(vocab: int, dim: int) -> Layer:
+    """Embedding lookup: `layer(ids)` maps integer ids (a tensor batch|seq, float cells
+    holding ints) to vectors: batch|seq,dim, row `id` of a learned table (vocab -> dim).
+    The lookup is `one_hot(ids, vocab)` contracted with the table, so only the looked-up
+    rows get gradient; an id outside [0, vocab) gives a zero vector."""
+    _check_dim("embedding", "vocab", vocab)
+    _check_dim("embedding", "dim", dim)
+    return _embedding(vocab, dim)
+
+
+@op
+def _embedding(vocab, dim):
+    return lambda ids: einsum("..b..|..o..,v; v->d => ..b..|..o..,d", one_hot(ids, vocab),
+                              {emb_table, o := [dim], i := [vocab]})
+
+
+_GELU_C = math.sqrt(2.0 / math.pi)
+
+
+@op
+def gelu(x):
+    """GELU, the tanh approximation (as PyTorch's `approximate="tanh"`):
+    `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`."""
+    return 0.5 * x * (1.0 + tanh(_GELU_C * (x + 0.044715 * (x * x * x))))
+
+
+@cd
+def _threefry_op(v, v1, v2, projections):
+    v[...] = threefry4x32(v1, v2)
+
+
+#: threefry4x32(key, counter) stored as a number: word 0 of the result, in [0, 2**32)
+_threefry = binary_op(_threefry_op, None, name="threefry_bits")
+_EVAL_MODE: contextvars.ContextVar[bool] = contextvars.ContextVar("oc_nn_eval", default=False)
+_DROPOUT_IDS = itertools.count()
+
+
+@contextlib.contextmanager
+def eval_mode() -> Iterator[None]:
+    """Tensors built inside `with oc.nn.eval_mode():` are for inference: dropout layers
+    called there are the identity. Layers share their params across modes, so build the
+    training graph outside and the evaluation graph inside."""
+    token = _EVAL_MODE.set(True)
+    try:
+        yield
+    finally:
+        _EVAL_MODE.reset(token)
+
+
+def dropout(rate: float, *, seed: int = 0) -> Callable[..., Tensor]:
+    """Inverted dropout: `layer(x, train=None)` zeroes each cell with probability `rate`
+    and scales the kept ones by `1 / (1 - rate)`; identity at eval time (`train=False`,
+    or `train=None` inside `oc.nn.eval_mode()`).
+
+    The mask is counter-based (threefry4x32), computed in the routine from `seed`, the
+    layer's creation ordinal, the cell's offset and the layer's step counter (a
+    context-held `oc.step_counter`, `layer.step`, which the optimizer update increments):
+    the same seed and step give the same mask, each step a new one. Uses of one layer
+    within a step share the mask; separate dropout layers have independent masks."""
+    validate.check_number("dropout", "rate", rate)
+    if not 0.0 <= rate < 1.0:
+        validate.fail(ArgumentError, f"dropout: rate must be in [0, 1), got {rate!r}")
+    if not validate.is_int(seed) or not 0 <= seed < 2**24:
+        validate.fail(ArgumentError, "dropout: seed must be an int in [0, 2**24), got "
+                                     f"{validate.describe(seed)}")
+    step = step_counter("dropout_step")
+    key = _threefry(float(seed), float(next(_DROPOUT_IDS) % 2**24))
+
+    def layer(x: Tensor, *, train: bool | None = None) -> Tensor:
+        validate.check_tensor("dropout", "x", x)
+        if train is None:
+            train = not _EVAL_MODE.get()
+        if not train or rate == 0.0:
+            return x
+        return _dropout(x, rate, _threefry(key, step))
+
+    layer.step = step  # type: ignore[attr-defined]
+    return layer
+
+
+@op
+def _dropout(x, rate, step_key):
+    same = "..b..|..i..->..o..; ..b..|..i..->..o.. => ..b..|..i..->..o.."
+    offsets = einsum(same, range_over_offsets(), 0.0 * stop_gradient(x) + 1.0)
+    u = _threefry(step_key, offsets) * (2.0 ** -32)
+    keep = stop_gradient(lt(rate, u))
+    return x * keep * (1.0 / (1.0 - rate))

@@ -21,6 +21,7 @@ from ..errors import ArgumentError
 from ..rewrite import make_decorator
 from . import validate
 from .node import Code, Tensor, concat
+from .schedules import advance, counters_of, rate_code
 
 cd = make_decorator("cd", "ocannl_ast.tensor.dsl")
 
@@ -46,11 +47,16 @@ def adam_update(loss: Tensor, *, learning_rate: Any = 1e-3,
     ``p -= lr * wd * p; m = b1*m + (1-b1)*g; v = b2*v + (1-b2)*g*g;
     p -= lr * (m / (1 - b1**t)) / (sqrt(v / (1 - b2**t)) + eps)``.
 
+    `learning_rate` may be a tensor, e.g. a schedule (`oc.lr_cosine`): it is computed in
+    the routine before the updates; every step counter it or the loss reads
+    (`oc.step_counter`) is incremented after them.
+
     Example: ``ctx.compile([oc.grad_update(loss), oc.adam_update(loss, learning_rate=0.01)])``.
     """
     beta1, beta2 = _adam_args(loss, learning_rate, betas, eps, weight_decay)
-    return concat(adam_one(p, learning_rate, beta1, beta2, eps, weight_decay)
-                  for p in loss.params())
+    updates = concat(adam_one(p, learning_rate, beta1, beta2, eps, weight_decay)
+                     for p in loss.params())
+    return rate_code(learning_rate) + updates + advance(counters_of(loss, learning_rate))
 
 
 def _adam_args(loss: Any, learning_rate: Any, betas: Any, eps: Any,

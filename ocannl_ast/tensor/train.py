@@ -14,6 +14,7 @@ from typing import Any
 from ..rewrite import make_decorator
 from . import validate
 from .node import Code, Tensor, concat
+from .schedules import advance, counters_of, rate_code
 
 cd = make_decorator("cd", "ocannl_ast.tensor.dsl")
 
@@ -41,8 +42,10 @@ def sgd_one(p, learning_rate, momentum=0.0, weight_decay=0.0, nesterov=False):
 
 def sgd_update(loss: Tensor, *, learning_rate: Any, momentum: float = 0.0,
                weight_decay: float = 0.0, nesterov: bool = False) -> Code:
-    """SGD updates of every parameter of the loss (run after `grad_update(loss)`)."""
+    """SGD updates of every parameter of the loss (run after `grad_update(loss)`), then
+    `+= 1` on every step counter the loss or `learning_rate` (e.g. `oc.lr_warmup`) reads."""
     validate.sgd_args(loss, learning_rate, momentum, weight_decay, nesterov)
-    return concat(sgd_one(p, learning_rate, momentum=momentum,
-                          weight_decay=weight_decay, nesterov=nesterov)
-                  for p in loss.params())
+    updates = concat(sgd_one(p, learning_rate, momentum=momentum,
+                             weight_decay=weight_decay, nesterov=nesterov)
+                     for p in loss.params())
+    return rate_code(learning_rate) + updates + advance(counters_of(loss, learning_rate))
