@@ -19,6 +19,7 @@ from typing import Any
 from .errors import ArgumentError
 from .rewrite import make_decorator
 from .tensor import validate
+from .naming import scope as name_scope
 from .tensor.node import Tensor
 from .tensor.ops import einsum, einsum_max, exp, log, recip, relu, sqrt, stop_gradient
 from .tensor.ops.fetch import embed_dim
@@ -52,7 +53,8 @@ def mlp(dims: Sequence[int], activation: Callable[[Tensor], Tensor] = relu) -> L
     for i, d in enumerate(dims):
         _check_dim("mlp", f"dims[{i}]", d)
     validate.check_callable("mlp", "activation", activation)
-    layers = [linear(d) for d in dims]
+    with name_scope("mlp"):  # params: mlp.linear.w, mlp.linear_1.w, ...
+        layers = [linear(d) for d in dims]
 
     def model(x: Tensor) -> Tensor:
         for i, layer in enumerate(layers):

@@ -11,6 +11,7 @@ from typing import Any
 
 from ..errors import DslSyntaxError, OcannlError, Span, SpecError, at, user_span
 from ..infer.spec_scope import substitute
+from .. import naming
 from . import builders, leaves, ops
 from .node import Code, Tensor
 
@@ -64,6 +65,7 @@ def spec_scope(text: str, thunks: Mapping[str, Callable[[], object]]) -> str:
 
 
 literal = leaves.literal
+name_scope = naming.scope  #: each @op call runs in `name_scope(<its function name>)`
 batch = leaves.batch
 block_literal = ops.block_literal
 

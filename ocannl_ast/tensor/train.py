@@ -13,6 +13,7 @@ from typing import Any
 
 from ..rewrite import make_decorator
 from . import validate
+from ..naming import state_code
 from .node import Code, Tensor, concat
 
 cd = make_decorator("cd", "ocannl_ast.tensor.dsl")
@@ -43,6 +44,6 @@ def sgd_update(loss: Tensor, *, learning_rate: Any, momentum: float = 0.0,
                weight_decay: float = 0.0, nesterov: bool = False) -> Code:
     """SGD updates of every parameter of the loss (run after `grad_update(loss)`)."""
     validate.sgd_args(loss, learning_rate, momentum, weight_decay, nesterov)
-    return concat(sgd_one(p, learning_rate, momentum=momentum,
-                          weight_decay=weight_decay, nesterov=nesterov)
+    return concat(state_code(p, sgd_one, p, learning_rate, momentum=momentum,
+                             weight_decay=weight_decay, nesterov=nesterov)
                   for p in loss.params())
