@@ -4,8 +4,9 @@ What a context *holds*: every parameter and every persistent node (optimizer sta
 Adam's moments and bias corrections, SGD momentum, a user's @cd `{x}` nodes) that a
 routine compiled in it (`ctx.compile`, `ctx.eval`, `oc.eval`...) reads or writes. Each is
 an entry keyed by its unique `tensor.name` ("mlp.linear.w", "mlp.linear.w/adam_m"), its
-logical (unpadded) value in the context's precision; the metadata records the format,
-its version and the precision.
+logical (unpadded) value in the context's precision; one metadata key, "ocannl_ast",
+records the format version and the precision (one key, so that equal states give
+byte-identical files).
 
 Save initializes what is held but not yet initialized (so the file has every entry) and
 writes atomically: a temporary file in the same directory, fsync, `os.replace`. Load is
@@ -55,8 +56,10 @@ def save(ctx: Context, path: Any) -> None:
         tensors = sorted(ctx.holdings.values(), key=lambda t: t.name)
         ctx.ensure_initialized(tensors)
         arrays = {t.name: np.ascontiguousarray(ctx.get(t)) for t in tensors}
-    meta = {"format": FORMAT, "version": VERSION, "precision": ctx.precision.value}
-    _atomic_write(target, to_bytes(arrays, metadata=meta))
+    # one metadata key: safetensors writes several in hash order, this keeps files of
+    # equal state byte-identical
+    info = json.dumps({"version": VERSION, "precision": ctx.precision.value}, sort_keys=True)
+    _atomic_write(target, to_bytes(arrays, metadata={FORMAT: info}))
 
 
 def load(ctx: Context, path: Any) -> None:
@@ -121,12 +124,23 @@ def _read(source: Path, precision: str) -> dict[str, np.ndarray]:
     except Exception as e:  # the parser's own error types: a damaged or foreign file
         raise CheckpointError(f"{source} is not a readable safetensors checkpoint: "
                               f"{type(e).__name__}: {e}", user_span()) from None
-    meta = header.get("__metadata__") or {}
-    if meta.get("format", FORMAT) != FORMAT or meta.get("version", VERSION) != VERSION:
-        raise CheckpointError(f"checkpoint {source} has format {meta.get('format')!r} "
-                              f"version {meta.get('version')!r}; this library reads "
-                              f"{FORMAT!r} version {VERSION!r}", user_span())
+    _check_version(source, (header.get("__metadata__") or {}).get(FORMAT))
     return arrays
+
+
+def _check_version(source: Path, info: str | None) -> None:
+    """The file's `ocannl_ast` metadata, when it has one, must be of this version (a
+    safetensors file from elsewhere has none: its names and shapes decide)."""
+    if info is None:
+        return
+    try:
+        version = json.loads(info).get("version")
+    except (ValueError, AttributeError):
+        version = info
+    if version != VERSION:
+        raise CheckpointError(f"checkpoint {source} is of {FORMAT} checkpoint version "
+                              f"{version!r}; this library reads version {VERSION!r}",
+                              user_span())
 
 
 def _atomic_write(target: Path, data: bytes) -> None:
