@@ -45,7 +45,7 @@ def segment(label: str) -> str:
 class Scope:
     """One scope instance: its full path and the segments taken inside it."""
 
-    __slots__ = ("path", "sep", "_counts", "_taken", "_auto")
+    __slots__ = ("_auto", "_counts", "_taken", "path", "sep")
 
     def __init__(self, path: str, sep: str = ".") -> None:
         self.path = path

@@ -17,9 +17,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .errors import ArgumentError
+from .naming import scope as name_scope
 from .rewrite import make_decorator
 from .tensor import validate
-from .naming import scope as name_scope
 from .tensor.node import Tensor
 from .tensor.ops import einsum, einsum_max, exp, log, recip, relu, sqrt, stop_gradient
 from .tensor.ops.fetch import embed_dim

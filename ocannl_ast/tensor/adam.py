@@ -19,9 +19,9 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ArgumentError
+from ..naming import state_code
 from ..rewrite import make_decorator
 from . import validate
-from ..naming import state_code
 from .node import Code, Tensor, concat
 
 cd = make_decorator("cd", "ocannl_ast.tensor.dsl")

@@ -111,6 +111,7 @@ def _check_entry(source: Path, name: str, arr: np.ndarray, dims: tuple[int, ...]
 
 def _read(source: Path, precision: str) -> dict[str, np.ndarray]:
     """The entries of a safetensors file written by `save` (or any with matching names)."""
+    from safetensors import SafetensorError
     from safetensors.numpy import load as from_bytes
 
     try:
@@ -121,7 +122,7 @@ def _read(source: Path, precision: str) -> dict[str, np.ndarray]:
     try:
         arrays = from_bytes(data)
         header = json.loads(data[8:8 + int.from_bytes(data[:8], "little")])
-    except Exception as e:  # the parser's own error types: a damaged or foreign file
+    except (SafetensorError, ValueError, TypeError, OverflowError) as e:  # damaged, foreign
         raise CheckpointError(f"{source} is not a readable safetensors checkpoint: "
                               f"{type(e).__name__}: {e}", user_span()) from None
     _check_version(source, (header.get("__metadata__") or {}).get(FORMAT))

@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from .. import naming
 from ..errors import DslSyntaxError, OcannlError, Span, SpecError, at, user_span
 from ..infer.spec_scope import substitute
-from .. import naming
 from . import builders, leaves, ops
 from .node import Code, Tensor
 

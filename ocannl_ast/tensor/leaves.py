@@ -10,10 +10,10 @@ from typing import Any
 
 import numpy as np
 
+from .. import naming
 from ..errors import ArgumentError, RuntimeDataError, ShapeError, user_span
 from ..infer.constraints import Origin, RowEq
 from ..infer.shape import DimsArg, Shape, join_shapes
-from .. import naming
 from . import validate
 from .builders import accum
 from .node import BatchList, Init, Tensor, current_record, no_grad

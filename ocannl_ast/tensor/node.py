@@ -16,13 +16,13 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, assert_never
 
+from .. import naming
 from ..errors import ArgumentError, ShapeError, Span, user_span
 from ..infer.logic import Logic
 from ..infer.padding import Margins, padded_dims
 from ..infer.shape import Shape
 from ..lowering import assignments as A
 from ..lowering.loop_ir import BinOp, Buffer, Symbol, VecUnOp
-from .. import naming
 
 _ids = itertools.count(1)
 

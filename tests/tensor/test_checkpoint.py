@@ -3,6 +3,10 @@ optimizer state, strict loading (each kind of mismatch an oc.CheckpointError nam
 entry, located at the user's line, leaving the context unchanged), atomic writes, loading
 before the first run, and a bit-identical resume in a second process."""
 
+# Written partly in the @cd dialect: names declared inline ({running_sum}) exist after
+# rewriting.
+# ruff: noqa: F821
+
 from __future__ import annotations
 
 import json
@@ -13,6 +17,7 @@ import sys
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
+
 import numpy as np
 import pytest
 from safetensors.numpy import load_file, save_file
@@ -211,6 +216,30 @@ def test_corrupt_file_is_a_checkpoint_error(tmp_path: Path, content: bytes) -> N
     bad = tmp_path / "corrupt.safetensors"
     bad.write_bytes(content)
     _expect_error(prog.ctx, bad, "not a readable safetensors checkpoint", str(bad))
+
+
+def test_damaged_header_bytes_never_escape_as_raw_errors(tmp_path: Path) -> None:
+    """Any byte of the header (length prefix and JSON) damaged: a CheckpointError, or a
+    load that passes every check (then the values are those of a well-formed file)."""
+    prog = Program("sgd")
+    path = tmp_path / "c.safetensors"
+    prog.ctx.save(path)
+    good = path.read_bytes()
+    n = 8 + struct.unpack("<Q", good[:8])[0]
+    rng = np.random.default_rng(5)
+    bad = tmp_path / "damaged.safetensors"
+    outcomes = set()
+    for _ in range(150):
+        data = bytearray(good)
+        for i in rng.integers(0, n, size=rng.integers(1, 4)):
+            data[i] = int(rng.integers(0, 256))
+        bad.write_bytes(bytes(data))
+        try:
+            prog.ctx.load(bad)
+            outcomes.add("loaded")
+        except oc.CheckpointError:
+            outcomes.add("error")
+    assert "error" in outcomes
 
 
 def test_truncated_file_is_a_checkpoint_error(tmp_path: Path) -> None:

@@ -2,6 +2,9 @@
 side: @op scopes, repeated layers numbered, optimizer state under its param, every tensor
 named, the same names in a fresh process, the default init keyed by the name."""
 
+# Written partly in the @op dialect: names declared inline ({w_fail}) exist after rewriting.
+# ruff: noqa: F821, F841
+
 from __future__ import annotations
 
 import subprocess
