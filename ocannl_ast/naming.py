@@ -4,9 +4,9 @@ Every call of an `@op` function opens a *name scope* named after the function; a
 declaration (a parameter, a term, a persistent node) made inside takes the name
 ``"<enclosing scopes>.<declaration>"``, e.g. ``"mlp.linear_1.w"``. The rule for numbering:
 
-* a scope is named after its function; the k-th call (k >= 1, counting from 0) of the same
-  function inside one enclosing scope instance is ``<function>_<k>``: ``linear``,
-  ``linear_1``, ``linear_2``; a top-level call's enclosing scope is the process;
+* a scope is named after its function: inside one enclosing scope instance, the first
+  call of a function is ``<function>``, the next ones ``<function>_1``, ``<function>_2``,
+  ... (``linear``, ``linear_1``); top-level calls are numbered across the process;
 * a declaration made again in the same scope instance is numbered the same way (``w``,
   ``w_1``); scope and declaration segments share one namespace per scope instance (a
   segment already taken gets the next free number), and '.', '/' and '#' in a label
