@@ -79,8 +79,7 @@ class Tensor:
                  name: str | None = None) -> None:
         self.id = next(_ids)
         self.label = label
-        #: unique, stable, hierarchical name (`ocannl_ast.naming`), e.g. "mlp.linear_1.w"
-        self.name = name if name is not None else naming.auto(label)
+        self._name = name if name is not None else naming.auto(label)
         self.shape = shape
         self.init = init
         self.diff = diff
@@ -101,6 +100,12 @@ class Tensor:
         self.uint4x32 = False  #: cells are 128-bit threefry words (seed 001), not numbers
         #: params: the stable identity keying the default random init (unique name, 0)
         self.init_key: tuple[str, int] | None = None
+
+    @property
+    def name(self) -> str:
+        """Unique, stable, hierarchical name (`ocannl_ast.naming`): "mlp.linear_1.w" for a
+        parameter, "mlp.linear_1.w/adam_m" for its optimizer state; the checkpoint key."""
+        return self._name
 
     # ---- nodes ---------------------------------------------------------------------
 

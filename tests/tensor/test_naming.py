@@ -185,3 +185,10 @@ def test_names_are_stable_across_processes(tmp_path: Path) -> None:
     assert outs[0] == outs[1]
     assert "'block.two_layers.linear_1.w'" in outs[0]
     assert "'mlp.linear_1.b'" in outs[0] and "'two_layers.linear.w'" in outs[0]
+
+
+def test_name_is_read_only() -> None:
+    p = oc.param("ro_name", output_dims=[1])
+    with pytest.raises(AttributeError):
+        p.name = "other"  # type: ignore[misc]
+    assert p.name == "ro_name"
