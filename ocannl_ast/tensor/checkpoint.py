@@ -65,7 +65,7 @@ def save(ctx: Context, path: Any) -> None:
 def load(ctx: Context, path: Any) -> None:
     """Set every tensor the context holds from `path`; strict (see the module doc)."""
     source = _path("load", path)
-    arrays = _read(source, ctx.precision.value)
+    arrays = _read(source)
     with ctx.lock:
         tensors = {t.name: t for t in ctx.holdings.values()}
         _check_names(source, tensors.keys(), arrays.keys())
@@ -109,7 +109,7 @@ def _check_entry(source: Path, name: str, arr: np.ndarray, dims: tuple[int, ...]
                               f"the context's precision is {dtype}", user_span())
 
 
-def _read(source: Path, precision: str) -> dict[str, np.ndarray]:
+def _read(source: Path) -> dict[str, np.ndarray]:
     """The entries of a safetensors file written by `save` (or any with matching names)."""
     from safetensors import SafetensorError
     from safetensors.numpy import load as from_bytes
