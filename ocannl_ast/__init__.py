@@ -11,6 +11,7 @@ from . import nn, testing
 from .errors import (
     ArgumentError,
     BackendError,
+    CheckpointError,
     DslSyntaxError,
     OcannlError,
     RuntimeDataError,
@@ -128,6 +129,7 @@ def render(code: Any, *, backend: str = "c", precision: str = "float32") -> str:
 __all__ = [
     "ArgumentError",
     "BackendError",
+    "CheckpointError",
     "Code",
     "Context",
     "DslSyntaxError",

@@ -150,6 +150,11 @@ class RuntimeDataError(OcannlError):
     """A routine reads a tensor that nobody set or computed, or host data has a wrong shape."""
 
 
+class CheckpointError(OcannlError):
+    """A checkpoint that does not match the context (a missing, extra, mis-shaped or
+    wrong-dtype entry, named), or a file that cannot be read or written as one."""
+
+
 class ArgumentError(OcannlError):
     """A public function got an argument of the wrong type or out of range: names the
     function, the parameter, what it accepts and what it got."""

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from .errors import ArgumentError
+from .naming import scope as name_scope
 from .rewrite import make_decorator
 from .tensor import validate
 from .tensor.node import Tensor
@@ -74,7 +75,8 @@ def mlp(dims: Sequence[int], activation: Callable[[Tensor], Tensor] = relu) -> L
     for i, d in enumerate(dims):
         _check_dim("mlp", f"dims[{i}]", d)
     validate.check_callable("mlp", "activation", activation)
-    layers = [linear(d) for d in dims]
+    with name_scope("mlp"):  # params: mlp.linear.w, mlp.linear_1.w, ...
+        layers = [linear(d) for d in dims]
 
     def model(x: Tensor) -> Tensor:
         for i, layer in enumerate(layers):

@@ -136,7 +136,33 @@ def _decorate(fn: object, kind: str, namespace: object) -> types.FunctionType:
     )
     new_fn.__kwdefaults__ = dict(func.__kwdefaults__) if func.__kwdefaults__ else None
     functools.update_wrapper(new_fn, func)
-    return new_fn
+    return _scoped(new_fn, namespace) if kind == "op" else new_fn
+
+
+def _scoped(fn: types.FunctionType, namespace: object) -> types.FunctionType:
+    """An @op function whose every call runs in a fresh name scope named after it (the
+    builders' `name_scope(name)`, when they offer one): declarations inside are named
+    `"<function>.<declaration>"` (`ocannl_ast.naming`)."""
+    name = fn.__name__
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        name_scope = getattr(namespace, "name_scope", None)
+        if name_scope is None:
+            return fn(*args, **kwargs)
+        with name_scope(name):
+            return fn(*args, **kwargs)
+
+    functools.update_wrapper(call, fn)
+    call.__wrapped__ = fn.__wrapped__  # type: ignore[attr-defined]  # the user's function
+    call.__rewritten__ = fn  # type: ignore[attr-defined]  # its rewritten code runs here
+    call.__kwdefaults__ = fn.__kwdefaults__
+    return call  # type: ignore[return-value]
+
+
+def rewritten(fn: Any) -> types.FunctionType:
+    """The function compiled from the rewritten source of a decorated function (an @op
+    function's call wrapper holds it as `__rewritten__`; a @cd function is it)."""
+    return getattr(fn, "__rewritten__", fn)  # type: ignore[no-any-return]
 
 
 def make_decorator(kind: Kind, builders: object) -> Callable[[F], F]:

@@ -5,7 +5,8 @@ until written), one set per parameter: the moments `adam_m`, `adam_v`, and the b
 corrections `adam_c1 = 1 - beta1**t`, `adam_c2 = 1 - beta2**t`. The step count t is held
 implicitly by those two nodes: starting from 0, `c <- beta * c + (1 - beta)` gives exactly
 `1 - beta**t` after t steps, so no power and no step argument are needed, and the state is
-saved and restored with every other context-held tensor.
+saved and restored with every other context-held tensor (`ctx.save`), each named under
+its parameter: `"mlp.linear.w/adam_m"` (`ocannl_ast.naming.state_code`).
 
 Input: a scalar loss tensor. Output: Code for `Context.compile`, run after `grad_update`.
 """
@@ -18,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ArgumentError
+from ..naming import state_code
 from ..rewrite import make_decorator
 from . import validate
 from .node import Code, Tensor, concat
@@ -54,7 +56,7 @@ def adam_update(loss: Tensor, *, learning_rate: Any = 1e-3,
     Example: ``ctx.compile([oc.grad_update(loss), oc.adam_update(loss, learning_rate=0.01)])``.
     """
     beta1, beta2 = _adam_args(loss, learning_rate, betas, eps, weight_decay)
-    updates = concat(adam_one(p, learning_rate, beta1, beta2, eps, weight_decay)
+    updates = concat(state_code(p, adam_one, p, learning_rate, beta1, beta2, eps, weight_decay)
                      for p in loss.params())
     return rate_code(learning_rate) + updates + advance(counters_of(loss, learning_rate))
 

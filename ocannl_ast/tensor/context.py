@@ -6,6 +6,7 @@ backprop, updates, @cd results). Output: callable Routines; host data as NumPy a
 from __future__ import annotations
 
 import itertools
+import os
 import threading
 from collections.abc import Sequence
 from typing import Any, assert_never
@@ -16,7 +17,7 @@ from ..errors import ArgumentError, BackendError, RuntimeDataError, user_span
 from ..lowering import assignments as A
 from ..lowering.loop_ir import BinOp, Buffer, LoopProgram, Precision, cell_elems
 from ..lowering.threefry import threefry4x32
-from . import pipeline, validate
+from . import checkpoint, pipeline, validate
 from .node import BUFFER_MARGINS, Code, FetchItem, Init, NodeRef, Tensor, concat
 from .pipeline import held_out, init_deps
 from .random_init import random_init
@@ -75,6 +76,8 @@ class Context:
         self.initialized: set[int] = set()
         self.lock = threading.RLock()  #: serializes init, routine calls, get/set/eval
         self._evals: dict[int, Routine | None] = {}  #: tensor id -> its eval routine
+        #: what `save`/`load` checkpoint: params and persistent nodes of routines compiled here
+        self.holdings: dict[int, Tensor] = {}
 
     # ---- host data ---------------------------------------------------------------------
 
@@ -140,6 +143,7 @@ class Context:
             if routine is not None:
                 routine()
             else:
+                self.holdings.update((t.id, t) for t in checkpoint.held([tensor]))
                 self.ensure_initialized([tensor])
             return self.get(tensor)
 
@@ -150,7 +154,23 @@ class Context:
         validate.check_str("Context.compile", "name", name, optional=True)
         with self.lock:
             prog, asgn, held = self.lower_code(code, name=name)
-            return Routine(self, prog, self.backend.compile(prog), asgn, held)
+            routine = Routine(self, prog, self.backend.compile(prog), asgn, held)
+            self.holdings.update((t.id, t) for t in checkpoint.held(held))
+            return routine
+
+    # ---- checkpoints -------------------------------------------------------------------
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Checkpoint every param and optimizer-state node this context holds (those of
+        the routines compiled in it) to a safetensors file keyed by `tensor.name`; the
+        write is atomic. Example: ``ctx.save("model.safetensors")``."""
+        checkpoint.save(self, path)
+
+    def load(self, path: str | os.PathLike[str]) -> None:
+        """Set every held param and node from a checkpoint (strict: a missing, extra,
+        mis-shaped or wrong-dtype entry is an `oc.CheckpointError` naming it, and nothing
+        changes). Compile the routines first; loaded tensors are not re-initialized."""
+        checkpoint.load(self, path)
 
     def lower_code(self, code: Any, *, name: str | None = None
                    ) -> tuple[LoopProgram, A.Asgn, list[Tensor]]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from .. import naming
 from ..errors import DslSyntaxError, OcannlError, Span, SpecError, at, user_span
 from ..infer.spec_scope import substitute
 from . import builders, leaves, ops
@@ -64,6 +65,7 @@ def spec_scope(text: str, thunks: Mapping[str, Callable[[], object]]) -> str:
 
 
 literal = leaves.literal
+name_scope = naming.scope  #: each @op call runs in `name_scope(<its function name>)`
 batch = leaves.batch
 block_literal = ops.block_literal
 

@@ -5,12 +5,12 @@ Output: Tensors."""
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from .. import naming
 from ..errors import ArgumentError, RuntimeDataError, ShapeError, user_span
 from ..infer.constraints import Origin, RowEq
 from ..infer.shape import DimsArg, Shape, join_shapes
@@ -65,9 +65,6 @@ def literal_array(values: Any, batch_axes: int = 0,
     return np.transpose(arr, order), nb, nd - nb - ni, ni
 
 
-#: per param name, the ordinal of the next param created with it (the stable init key)
-_param_ordinals: dict[str, itertools.count[int]] = {}
-
 GRAD_SPECS = ("require", "prohibit", "if_needed")
 
 
@@ -119,9 +116,9 @@ def param(name: str, *, output_dims: DimsArg = None, input_dims: DimsArg = None,
 
     The default init is seed 001's expression ``uint4x32_to_prec_uniform(threefry4x32(
     threefry4x32(embed_self_id, random_seed), range_over_offsets))`` scaled to [-1, 1):
-    deterministic per `oc.set_seed` and per the param's stable key, its name and how many
-    params of that name were created before it (so unrelated tensors created first do not
-    change it; two params both named "w" still differ).
+    deterministic per `oc.set_seed` and per the param's unique hierarchical name
+    (`tensor.name`, e.g. "mlp.linear_1.w"; see `ocannl_ast.naming`), so unrelated tensors
+    created first do not change it and two params both declared "w" still differ.
 
     Example: ``w = param("w", input_dims=[2], output_dims=[16])``.
     """
@@ -136,8 +133,9 @@ def param(name: str, *, output_dims: DimsArg = None, input_dims: DimsArg = None,
     shape = Shape.make(name, batch_dims=() if batch_dims is None else batch_dims,
                        output_dims=output_dims, input_dims=input_dims, is_param=True,
                        span=user_span())
-    t = Tensor(name, shape, Init.PARAM, diff=_wants_grad(grad_spec, True))
-    t.init_key = (name, next(_param_ordinals.setdefault(name, itertools.count())))
+    t = Tensor(name, shape, Init.PARAM, diff=_wants_grad(grad_spec, True),
+               name=naming.declare(name))
+    t.init_key = (t.name, 0)
     t.init_value = init
     if isinstance(init, Tensor):
         with no_grad():  # the init expression is computed once, by the init routine
@@ -152,7 +150,8 @@ def term(name: str, *, output_dims: DimsArg = None, input_dims: DimsArg = None,
     validate.leaf_args("term", name, output_dims, input_dims, batch_dims, grad_spec)
     shape = Shape.make(name, batch_dims=batch_dims, output_dims=output_dims,
                        input_dims=input_dims, is_terminal=True)
-    return Tensor(name, shape, Init.CONST, diff=_wants_grad(grad_spec, False))
+    return Tensor(name, shape, Init.CONST, diff=_wants_grad(grad_spec, False),
+                  name=naming.declare(name))
 
 
 def _slot_number(slot: str) -> int | None:
@@ -172,7 +171,7 @@ def node(name: str, scope: str = "", *, slot: str | None = None, output_dims: Di
     validate.leaf_args("node", name, output_dims, input_dims, batch_dims, None)
     shape = Shape.make(name, batch_dims=batch_dims, output_dims=output_dims,
                        input_dims=input_dims)
-    t = Tensor(name, shape, Init.NODE)
+    t = Tensor(name, shape, Init.NODE, name=naming.declare(name))
     if slot is not None:
         rec = current_record.get()
         k = _slot_number(slot)

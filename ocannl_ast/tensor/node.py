@@ -1,6 +1,7 @@
 """The graph node and its small records, the leaf of `tensor/` (it imports no sibling):
 `Tensor`, `NodeRef`, `OpRecord`, `StaticIndex`, assignment items, `Code`, and the op_asn /
-grad_asn calling convention (seed 000). Input: built by ops, leaves and builders.
+grad_asn calling convention (seed 000). Names come from the leaf `ocannl_ast.naming`.
+Input: built by ops, leaves and builders.
 Output: Code for the compile pipeline (`tensor.pipeline`)."""
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, assert_never
 
+from .. import naming
 from ..errors import ArgumentError, ShapeError, Span, user_span
 from ..infer.logic import Logic
 from ..infer.padding import Margins, padded_dims
@@ -73,9 +75,11 @@ class Tensor:
     #: the tensor at a runtime batch index (OCANNL `@|`); installed by `tensor.operators`
     batch_slice: Callable[[Any], Tensor]
 
-    def __init__(self, label: str, shape: Shape, init: Init, *, diff: bool = False) -> None:
+    def __init__(self, label: str, shape: Shape, init: Init, *, diff: bool = False,
+                 name: str | None = None) -> None:
         self.id = next(_ids)
         self.label = label
+        self._name = name if name is not None else naming.auto(label)
         self.shape = shape
         self.init = init
         self.diff = diff
@@ -94,8 +98,14 @@ class Tensor:
         self.margins: Margins | None = None
         self.margins_frozen = False  #: set when first lowered: the buffers are allocated
         self.uint4x32 = False  #: cells are 128-bit threefry words (seed 001), not numbers
-        #: params: the stable identity keying the default random init (name, ordinal)
+        #: params: the stable identity keying the default random init (unique name, 0)
         self.init_key: tuple[str, int] | None = None
+
+    @property
+    def name(self) -> str:
+        """Unique, stable, hierarchical name (`ocannl_ast.naming`): "mlp.linear_1.w" for a
+        parameter, "mlp.linear_1.w/adam_m" for its optimizer state; the checkpoint key."""
+        return self._name
 
     # ---- nodes ---------------------------------------------------------------------
 

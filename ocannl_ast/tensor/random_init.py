@@ -8,8 +8,8 @@ constants whose 128 bits are embedded exactly (set as host words, never through 
 routine's float precision); the rest is compiled code (threefry accumulations, a range
 fetch, the vectorized unpack, a pointwise scaling), the same on every backend.
 
-The self id is the param's stable key: a hash of its name and the ordinal of that name
-among the params created so far with it (`w` is ("w", 0), a second `w` is ("w", 1)), so
+The self id is the param's stable key: a hash of its unique hierarchical name
+(`tensor.name`: "w", a second top-level "w" is "w_1", a linear layer's "linear.w"), so
 creating unrelated tensors first does not change any initial value.
 
 Input: a param Tensor (shape closed), the seed, the precision. Output: the init Code and

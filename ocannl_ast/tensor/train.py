@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..naming import state_code
 from ..rewrite import make_decorator
 from . import validate
 from .node import Code, Tensor, concat
@@ -45,7 +46,7 @@ def sgd_update(loss: Tensor, *, learning_rate: Any, momentum: float = 0.0,
     """SGD updates of every parameter of the loss (run after `grad_update(loss)`), then
     `+= 1` on every step counter the loss or `learning_rate` (e.g. `oc.lr_warmup`) reads."""
     validate.sgd_args(loss, learning_rate, momentum, weight_decay, nesterov)
-    updates = concat(sgd_one(p, learning_rate, momentum=momentum,
-                             weight_decay=weight_decay, nesterov=nesterov)
+    updates = concat(state_code(p, sgd_one, p, learning_rate, momentum=momentum,
+                                weight_decay=weight_decay, nesterov=nesterov)
                      for p in loss.params())
     return rate_code(learning_rate) + updates + advance(counters_of(loss, learning_rate))

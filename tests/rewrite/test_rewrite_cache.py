@@ -28,6 +28,7 @@ import ocannl_ast as oc
 import ocannl_ast.rewrite.rewriter as rewriter_module
 from ocannl_ast.rewrite import cache, clear_cache, make_decorator
 from ocannl_ast.rewrite.contract import SPANS
+from ocannl_ast.rewrite.decorator import rewritten
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "rewrite"
 CASES = sorted(p.name.removesuffix(".before.py") for p in GOLDEN.glob("*.before.py"))
@@ -73,9 +74,11 @@ def _load(path: Path, name: str, **names: object) -> types.ModuleType:
 
 
 def _decorated(module: types.ModuleType) -> types.FunctionType:
+    """The function compiled from the module's one decorated function's rewritten source
+    (an @op function's call wrapper, which opens its name scope, holds it)."""
     (fn,) = [v for v in vars(module).values()
              if isinstance(v, types.FunctionType) and hasattr(v, "__wrapped__")]
-    return fn
+    return rewritten(fn)
 
 
 def _golden_fn(case: str) -> types.FunctionType:

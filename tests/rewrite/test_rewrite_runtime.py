@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from ocannl_ast.rewrite import LazyBuilders, cache_size, make_decorator
+from ocannl_ast.rewrite.decorator import rewritten
 
 
 class T:
@@ -306,7 +307,7 @@ def test_traceback_points_at_user_line() -> None:
 
 
 def test_code_object_positions() -> None:
-    code = raises_inside.__code__
+    code = rewritten(raises_inside).__code__
     orig = raises_inside.__wrapped__.__code__  # type: ignore[attr-defined]
     assert code.co_filename == orig.co_filename
     src, first = inspect.getsourcelines(raises_inside)

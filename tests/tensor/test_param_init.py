@@ -1,6 +1,6 @@
 """The default param init is seed 001's expression (tensor/random_init.py): values equal
 the NumPy reference built on lowering/threefry.py, deterministic per seed, keyed by the
-param's name and ordinal, bit-identical across processes, roughly uniform."""
+param's unique name (`tensor.name`: a repeated "w" is "w_1"), bit-identical across processes, roughly uniform."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def test_deterministic_per_seed() -> None:
     try:
         oc.set_seed(7)
         a = _init(oc.param("ds", output_dims=[20]))
-        b = _init(oc.param("ds", output_dims=[20]))  # ordinal 1: a different stream
+        b = _init(oc.param("ds", output_dims=[20]))  # named "ds_1": a different stream
         oc.set_seed(7)
         a2 = _init(oc.param("ds", output_dims=[20]))
         oc.set_seed(8)
@@ -43,8 +43,8 @@ def test_deterministic_per_seed() -> None:
     finally:
         oc.set_seed(old)
     assert not np.array_equal(a, b) and not np.array_equal(a2, c)
-    np.testing.assert_array_equal(a2, reference_values(("ds", 2), 7, (20,)))
-    np.testing.assert_array_equal(c, reference_values(("ds", 3), 8, (20,)))
+    np.testing.assert_array_equal(a2, reference_values(("ds_2", 0), 7, (20,)))
+    np.testing.assert_array_equal(c, reference_values(("ds_3", 0), 8, (20,)))
 
 
 def test_independent_of_unrelated_tensor_creation() -> None:
