@@ -1,0 +1,216 @@
+"""C text of the contraction kernel (a packed, register-blocked GEMM over offset tables).
+
+Stage: backend. `kernel_c(T, p)` returns the definitions a routine using
+`c_contraction` needs, for the element type `T` ("float"/"double") and suffix `p`
+("f"/"d"). The kernel computes ``c[cm[i] + cn[j]] (= or +=) sum_k a[am[i] + ak[k]] *
+b[bk[k] + bn[j]]`` where the six offset tables are mixed-radix offsets of the loop symbols
+grouped into M, N and K, so any strides, axis orders, transposes and im2col-style
+(convolution) windows go through the same packing. Blocking: panels of B (KC x NC) and of A
+(MC x KC) are packed into aligned local buffers, zero-padded to whole micro-tiles; the
+micro-kernel keeps an MR x NR tile in vector registers (GCC vector extensions; the width
+follows ``__AVX512F__`` / ``__AVX__``). Only the micro-kernel compiles with FMA
+contraction (``optimize("fp-contract=fast")``); everything else keeps -ffp-contract=off.
+With OpenMP the micro-tile loop over N panels is shared between threads; each C tile is
+computed by one thread in the same order, so results do not depend on the thread count.
+"""
+
+from __future__ import annotations
+
+_KERNEL = r"""
+/* ---- contraction kernel (ocannl_ast backends/c_contraction.py) ---- */
+#include <stdlib.h>
+#include <string.h>
+#ifndef OCK_VB
+#if defined(__AVX512F__)
+#define OCK_VB 64
+#define OCK_MR 8
+#elif defined(__AVX__)
+#define OCK_VB 32
+#define OCK_MR 6
+#else
+#define OCK_VB 16
+#define OCK_MR 4
+#endif
+#define OCK_KC 256
+#define OCK_MC (OCK_MR * 16)
+#endif
+typedef OCK_T ocannl_mm_v_SFX __attribute__((vector_size(OCK_VB)));
+#define OCK_VL_SFX ((int64_t)(OCK_VB / sizeof(OCK_T)))
+#define OCK_NR_SFX (2 * OCK_VL_SFX)
+#define OCK_NC_SFX (OCK_NR_SFX * 64)
+
+/* ct[MR][NR] = sum_k ap[k][MR] (x) bp[k][NR]: FMA contraction in this function only. */
+__attribute__((optimize("fp-contract=fast")))
+static void ocannl_mm_micro_SFX(int64_t kc, const OCK_T* restrict ap, const OCK_T* restrict bp,
+                          OCK_T* restrict ct) {
+  ocannl_mm_v_SFX acc[OCK_MR][2];
+#pragma GCC unroll 16
+  for (int r = 0; r < OCK_MR; ++r) { acc[r][0] = (ocannl_mm_v_SFX){0}; acc[r][1] = (ocannl_mm_v_SFX){0}; }
+  for (int64_t k = 0; k < kc; ++k) {
+    ocannl_mm_v_SFX b0, b1;
+    memcpy(&b0, bp + k * OCK_NR_SFX, sizeof b0);
+    memcpy(&b1, bp + k * OCK_NR_SFX + OCK_VL_SFX, sizeof b1);
+#pragma GCC unroll 16
+    for (int r = 0; r < OCK_MR; ++r) {
+      OCK_T a = ap[k * OCK_MR + r];
+      acc[r][0] += a * b0;
+      acc[r][1] += a * b1;
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < OCK_MR; ++r) {
+    memcpy(ct + r * OCK_NR_SFX, &acc[r][0], sizeof acc[r][0]);
+    memcpy(ct + r * OCK_NR_SFX + OCK_VL_SFX, &acc[r][1], sizeof acc[r][1]);
+  }
+}
+
+typedef struct {
+  int64_t m, n, k;
+  const int64_t *am, *ak, *bk, *bn, *cm, *cn;
+  int cn_unit; /* cn[j] == cn[0] + j for all j: contiguous stores */
+} ocannl_mm_shape_SFX;
+
+static void ocannl_mm_pack_a_SFX(const ocannl_mm_shape_SFX* s, const OCK_T* restrict a,
+                           OCK_T* restrict ap, int64_t i0, int64_t mc, int64_t p0,
+                           int64_t kc) {
+  for (int64_t ip = 0; ip < mc; ip += OCK_MR) {
+    OCK_T* dst = ap + ip * kc;
+    for (int r = 0; r < OCK_MR; ++r) {
+      if (ip + r < mc) {
+        const OCK_T* row = a + s->am[i0 + ip + r];
+        for (int64_t k = 0; k < kc; ++k) dst[k * OCK_MR + r] = row[s->ak[p0 + k]];
+      } else {
+        for (int64_t k = 0; k < kc; ++k) dst[k * OCK_MR + r] = 0;
+      }
+    }
+  }
+}
+
+static void ocannl_mm_pack_b_SFX(const ocannl_mm_shape_SFX* s, const OCK_T* restrict b,
+                           OCK_T* restrict dst, int64_t j0, int64_t nr, int64_t p0,
+                           int64_t kc) {
+  for (int64_t k = 0; k < kc; ++k) {
+    const OCK_T* row = b + s->bk[p0 + k];
+    OCK_T* d = dst + k * OCK_NR_SFX;
+    for (int64_t q = 0; q < nr; ++q) d[q] = row[s->bn[j0 + q]];
+    for (int64_t q = nr; q < OCK_NR_SFX; ++q) d[q] = 0;
+  }
+}
+
+static void ocannl_mm_store_SFX(const ocannl_mm_shape_SFX* s, OCK_T* restrict c, const OCK_T* restrict ct,
+                          int64_t i0, int64_t mr, int64_t j0, int64_t nr, int add) {
+  for (int64_t r = 0; r < mr; ++r) {
+    const OCK_T* t = ct + r * OCK_NR_SFX;
+    OCK_T* row = c + s->cm[i0 + r];
+    if (s->cn_unit) {
+      row += s->cn[j0];
+      if (add) { for (int64_t q = 0; q < nr; ++q) row[q] += t[q]; }
+      else { for (int64_t q = 0; q < nr; ++q) row[q] = t[q]; }
+    } else if (add) {
+      for (int64_t q = 0; q < nr; ++q) row[s->cn[j0 + q]] += t[q];
+    } else {
+      for (int64_t q = 0; q < nr; ++q) row[s->cn[j0 + q]] = t[q];
+    }
+  }
+}
+
+static void* ocannl_mm_alloc_SFX(int64_t elems) {
+  size_t bytes = ((size_t)elems * sizeof(OCK_T) + 63) / 64 * 64;
+  return aligned_alloc(64, bytes ? bytes : 64);
+}
+
+/* The blocked GEMM over the offset tables of `s`; nonzero when out of memory. */
+static int ocannl_mm_gemm_SFX(const ocannl_mm_shape_SFX* s, const OCK_T* a, const OCK_T* b, OCK_T* c,
+                        int accumulate, int nthreads) {
+  const int64_t ncb = s->n < OCK_NC_SFX ? s->n : OCK_NC_SFX;
+  const int64_t mcb = s->m < OCK_MC ? s->m : OCK_MC;
+  const int64_t kcb = s->k < OCK_KC ? s->k : OCK_KC;
+  OCK_T* bpk = ocannl_mm_alloc_SFX((ncb + OCK_NR_SFX) * kcb);
+  OCK_T* apk = ocannl_mm_alloc_SFX((mcb + OCK_MR) * kcb);
+  if (!bpk || !apk) { free(bpk); free(apk); return 1; }
+  (void)nthreads;
+#pragma omp parallel num_threads(nthreads) if (nthreads > 1)
+  {
+    OCK_T ct[OCK_MR * OCK_NR_SFX] __attribute__((aligned(64)));
+    for (int64_t j0 = 0; j0 < s->n; j0 += ncb) {
+      const int64_t nc = s->n - j0 < ncb ? s->n - j0 : ncb;
+      for (int64_t p0 = 0; p0 < s->k; p0 += kcb) {
+        const int64_t kc = s->k - p0 < kcb ? s->k - p0 : kcb;
+        const int add = accumulate || p0 > 0;
+#pragma omp for schedule(static)
+        for (int64_t jp = 0; jp < nc; jp += OCK_NR_SFX) {
+          const int64_t nr = nc - jp < OCK_NR_SFX ? nc - jp : OCK_NR_SFX;
+          ocannl_mm_pack_b_SFX(s, b, bpk + jp * kc, j0 + jp, nr, p0, kc);
+        }
+        for (int64_t i0 = 0; i0 < s->m; i0 += mcb) {
+          const int64_t mc = s->m - i0 < mcb ? s->m - i0 : mcb;
+#pragma omp single
+          ocannl_mm_pack_a_SFX(s, a, apk, i0, mc, p0, kc);
+#pragma omp for schedule(static)
+          for (int64_t jp = 0; jp < nc; jp += OCK_NR_SFX) {
+            const int64_t nr = nc - jp < OCK_NR_SFX ? nc - jp : OCK_NR_SFX;
+            for (int64_t ip = 0; ip < mc; ip += OCK_MR) {
+              const int64_t mr = mc - ip < OCK_MR ? mc - ip : OCK_MR;
+              ocannl_mm_micro_SFX(kc, apk + ip * kc, bpk + jp * kc, ct);
+              ocannl_mm_store_SFX(s, c, ct, i0 + ip, mr, j0 + jp, nr, add);
+            }
+          }
+        }
+      }
+    }
+  }
+  free(bpk);
+  free(apk);
+  return 0;
+}
+
+/* Mixed-radix offsets: out[i] = sum_d stride[d] * digit_d(i) over the extents ext[0..nd). */
+static int64_t ocannl_mm_offsets_SFX(int64_t* out, int nd, const int64_t* ext,
+                               const int64_t* stride) {
+  int64_t n = 1;
+  out[0] = 0;
+  for (int d = nd - 1; d >= 0; --d) {
+    for (int64_t j = 1; j < ext[d]; ++j)
+      for (int64_t i = 0; i < n; ++i) out[j * n + i] = out[i] + j * stride[d];
+    n *= ext[d];
+  }
+  return n;
+}
+
+/* One contraction. d: nm, nn, nk, then per M symbol (extent, a stride, c stride), per N
+   symbol (extent, b stride, c stride), per K symbol (extent, a stride, b stride). */
+static int ocannl_mm_run_SFX(const OCK_T* a, const OCK_T* b, OCK_T* c, int accumulate,
+                       int nthreads, const int64_t* d) {
+  const int nm = (int)d[0], nn = (int)d[1], nk = (int)d[2];
+  const int64_t* g = d + 3;
+  int64_t m = 1, n = 1, k = 1, e[3][8], s1[3][8], s2[3][8];
+  const int counts[3] = {nm, nn, nk};
+  for (int grp = 0; grp < 3; ++grp)
+    for (int i = 0; i < counts[grp]; ++i, g += 3) {
+      e[grp][i] = g[0]; s1[grp][i] = g[1]; s2[grp][i] = g[2];
+    }
+  for (int i = 0; i < nm; ++i) m *= e[0][i];
+  for (int i = 0; i < nn; ++i) n *= e[1][i];
+  for (int i = 0; i < nk; ++i) k *= e[2][i];
+  int64_t* t = malloc(sizeof(int64_t) * (size_t)(2 * m + 2 * n + 2 * k));
+  if (!t) return 1;
+  ocannl_mm_shape_SFX s = {m, n, k, t, t + 2 * m + 2 * n, t + 2 * m + 2 * n + k, t + 2 * m,
+                     t + m, t + 2 * m + n, 1};
+  ocannl_mm_offsets_SFX(t, nm, e[0], s1[0]);              /* am */
+  ocannl_mm_offsets_SFX(t + m, nm, e[0], s2[0]);          /* cm */
+  ocannl_mm_offsets_SFX(t + 2 * m, nn, e[1], s1[1]);      /* bn */
+  ocannl_mm_offsets_SFX(t + 2 * m + n, nn, e[1], s2[1]);  /* cn */
+  ocannl_mm_offsets_SFX(t + 2 * m + 2 * n, nk, e[2], s1[2]);      /* ak */
+  ocannl_mm_offsets_SFX(t + 2 * m + 2 * n + k, nk, e[2], s2[2]);  /* bk */
+  for (int64_t j = 1; j < n; ++j) s.cn_unit &= s.cn[j] == s.cn[0] + j;
+  int rc = ocannl_mm_gemm_SFX(&s, a, b, c, accumulate, nthreads);
+  free(t);
+  return rc;
+}
+"""
+
+
+def kernel_c(type_name: str, suffix: str) -> list[str]:
+    """The kernel's C definitions for one element type. Example: ``kernel_c("float", "f")``."""
+    text = _KERNEL.replace("_SFX", "_" + suffix)
+    return [f"#define OCK_T {type_name}", *text.strip("\n").splitlines(), "#undef OCK_T", ""]
