@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass, field
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from ocannl_ast.backends.c_contraction_kernel import kernel_c
