@@ -6,7 +6,10 @@ verified `LoopProgram`. Recognised nests (`x`, `y` the two factors, `c` the resu
 
 - ``for outer: { acc = 0; for red: acc = acc + x[..] * y[..]; c[..] = acc }``, the store
   also as ``c[..] = c[..] + acc`` (then it accumulates);
-- ``for all: c[..] = c[..] + x[..] * y[..]`` (the loops `c` does not use are summed).
+- ``for all: c[..] = c[..] + x[..] * y[..]`` (the loops `c` does not use are summed);
+
+and the product may have a third factor over the symbols of one side (``oc.nn.conv2d``'s
+window mask), multiplied into that side's packed panels.
 
 Every index is affine in the loop symbols (any strides and axis orders, so transposes,
 batch axes and convolution windows all fit; static arguments go into a base offset); `c`
@@ -102,11 +105,10 @@ class Access:
 
 @dataclass(frozen=True, slots=True)
 class Contraction:
-    """``c (= or +=) sum over reduce of x * y``, over the loops `outer` x `reduce`."""
+    """``c (= or +=) sum over reduce of the product of factors``, over `outer` x `reduce`."""
 
     out: Access
-    lhs: Access
-    rhs: Access
+    factors: tuple[Access, ...]  #: two, or three (e.g. a convolution's window mask)
     outer: tuple[Loop, ...]
     reduce: tuple[Loop, ...]
     accumulate: bool
@@ -119,6 +121,8 @@ class Plan:
     c: Contraction
     x: Access  #: the factor indexed by M and K
     y: Access  #: the factor indexed by K and N
+    x2: Access | None  #: a third factor over M and K, multiplied into x's panels
+    y2: Access | None  #: a third factor over K and N, multiplied into y's panels
     batch: tuple[Loop, ...]
     m: tuple[Loop, ...]
     n: tuple[Loop, ...]
@@ -164,10 +168,16 @@ def _access(buf: Buffer, index: tuple[IndexExpr, ...], known: set[Symbol]) -> Ac
     return Access(buf, tuple((s, c) for s, c in coeffs.items() if c != 0), offset)
 
 
-def _product(e: Expr) -> tuple[Get, Get] | None:
+def _factors(e: Expr) -> list[Get] | None:
+    """The reads of a product of reads (two or three of them), or None."""
     match e:
-        case Binary(op=BinOp.MUL, lhs=Get() as x, rhs=Get() as y):
-            return x, y
+        case Get():
+            return [e]
+        case Binary(op=BinOp.MUL, lhs=lhs, rhs=rhs):
+            left, right = _factors(lhs), _factors(rhs)
+            if left is None or right is None or len(left) + len(right) > 3:
+                return None
+            return left + right
         case _:
             return None
 
@@ -222,19 +232,20 @@ def match(loop: ForLoop, static: tuple[Symbol, ...]) -> Contraction | None:
         red, cell, term, accumulate = [], body, term_or_none, True
     else:
         return None
-    factors = _product(term)
+    reads = _factors(term)
     loops = [*outer, *red]
     known = {s for s, _ in loops} | set(static)
-    if factors is None or len(known) != len(loops) + len(set(static)):
+    if reads is None or len(reads) < 2 or len(known) != len(loops) + len(set(static)):
         return None
     out = _access(cell.buffer, cell.index, known)
-    x, y = (_access(g.buffer, g.index, known) for g in factors)
-    if out is None or x is None or y is None or out.buffer in (x.buffer, y.buffer):
+    factors = [_access(g.buffer, g.index, known) for g in reads]
+    if out is None or any(f is None or f.buffer == out.buffer for f in factors):
         return None
     if not red:  # the all-loops form: the loops c does not use are the reduction
         red = [lp for lp in outer if out.coeff(lp[0]) == 0]
         outer = [lp for lp in outer if out.coeff(lp[0]) != 0]
-    return Contraction(out, x, y, tuple(outer), tuple(red), accumulate)
+    return Contraction(out, tuple(f for f in factors if f is not None), tuple(outer),
+                       tuple(red), accumulate)
 
 
 def _injective(loops: list[tuple[int, int]]) -> bool:
@@ -253,23 +264,42 @@ def plan(c: Contraction) -> Plan | None:
         return None
     if not _injective([(c.out.coeff(s), e) for s, e in c.outer]):
         return None
-    x, y = c.lhs, c.rhs
+    f = c.factors
+    roles = [(f[0], f[1], None)] if len(f) == 2 else [
+        (f[0], f[1], f[2]), (f[0], f[2], f[1]), (f[1], f[2], f[0])]
+    for x, y, extra in roles:
+        p = _plan_roles(c, x, y, extra)
+        if p is not None:
+            sizes = [math.prod(e for _, e in g) for g in (p.m, p.n, p.k)]
+            if min(sizes) >= MIN_EXTENT and p.work() >= MIN_WORK:
+                return p
+    return None
+
+
+def _plan_roles(c: Contraction, x: Access, y: Access, extra: Access | None) -> Plan | None:
+    """The plan with `x` over M and K, `y` over K and N, and `extra` on the side whose
+    outer symbols include all of its own (None when it fits neither)."""
     batch = [lp for lp in c.outer if x.coeff(lp[0]) != 0 and y.coeff(lp[0]) != 0]
     m = [lp for lp in c.outer if lp not in batch and y.coeff(lp[0]) == 0]
     n = [lp for lp in c.outer if lp not in batch and lp not in m]
+    x2 = y2 = None
+    if extra is not None:
+        used = {lp for lp in c.outer if extra.coeff(lp[0]) != 0}
+        if used <= {*m, *batch}:
+            x2 = extra
+        elif used <= {*n, *batch}:
+            y2 = extra
+        else:
+            return None
     if not any(abs(c.out.coeff(s)) == 1 for s, _ in n) and any(
             abs(c.out.coeff(s)) == 1 for s, _ in m):
-        x, y, m, n = y, x, n, m  # the contiguous axis of c as N: vector stores
-    by_c = sorted(m, key=lambda lp: -abs(c.out.coeff(lp[0])))
-    n_by_c = sorted(n, key=lambda lp: -abs(c.out.coeff(lp[0])))
+        x, y, m, n, x2, y2 = y, x, n, m, y2, x2  # the contiguous axis of c as N
+    m.sort(key=lambda lp: -abs(c.out.coeff(lp[0])))
+    n.sort(key=lambda lp: -abs(c.out.coeff(lp[0])))
     k = sorted(c.reduce, key=lambda lp: -abs(x.coeff(lp[0])))
-    if max(len(by_c), len(n_by_c), len(k)) > _MAX_GROUP:
+    if max(len(m), len(n), len(k)) > _MAX_GROUP:
         return None
-    p = Plan(c, x, y, tuple(batch), tuple(by_c), tuple(n_by_c), tuple(k))
-    sizes = [math.prod(e for _, e in g) for g in (p.m, p.n, p.k)]
-    if min(sizes) < MIN_EXTENT or p.work() < MIN_WORK:
-        return None
-    return p
+    return Plan(c, x, y, x2, y2, tuple(batch), tuple(m), tuple(n), tuple(k))
 
 
 # ---- rendering -----------------------------------------------------------------------
@@ -293,7 +323,7 @@ class KernelUse:
         """Append the kernel call computing `loop`, if it is a contraction; else False."""
         found = match(loop, r.prog.static_args)
         p = plan(found) if found is not None else None
-        if p is None or any(a.buffer not in r.buffers for a in (p.c.out, p.x, p.y)):
+        if p is None or any(a.buffer not in r.buffers for a in (p.c.out, *p.c.factors)):
             return False
         nthreads = self.threads if p.work() >= PARALLEL_WORK else 1
         self.parallel |= nthreads > 1
@@ -309,24 +339,30 @@ def _describe(p: Plan) -> str:
         return "x".join(str(e) for _, e in g) or "1"
 
     c = p.c
+    factors = " * ".join(f.buffer.name for f in (p.x, p.x2, p.y, p.y2) if f is not None)
     return (f"contraction kernel: {c.out.buffer.name} {'+=' if c.accumulate else '='} "
-            f"{p.x.buffer.name} * {p.y.buffer.name}, M {names(p.m)}, N {names(p.n)}, "
-            f"K {names(p.k)}, batch {names(p.batch)}")
+            f"{factors}, M {names(p.m)}, N {names(p.n)}, K {names(p.k)}, "
+            f"batch {names(p.batch)}")
 
 
 def _table(p: Plan) -> list[int]:
+    def co(a: Access | None, s: Symbol) -> int:
+        return a.coeff(s) if a is not None else 0
+
     d = [len(p.m), len(p.n), len(p.k)]
     for s, e in p.m:
-        d += [e, p.x.coeff(s), p.c.out.coeff(s)]
+        d += [e, p.x.coeff(s), co(p.x2, s), p.c.out.coeff(s)]
     for s, e in p.n:
-        d += [e, p.y.coeff(s), p.c.out.coeff(s)]
+        d += [e, p.y.coeff(s), co(p.y2, s), p.c.out.coeff(s)]
     for s, e in p.k:
-        d += [e, p.x.coeff(s), p.y.coeff(s)]
+        d += [e, p.x.coeff(s), co(p.x2, s), p.y.coeff(s), co(p.y2, s)]
     return d
 
 
-def _base(r: Renderer, a: Access, batch: tuple[Loop, ...]) -> str:
+def _base(r: Renderer, a: Access | None, batch: tuple[Loop, ...]) -> str:
     """The buffer's name plus the offset of its batch, static and constant terms."""
+    if a is None:
+        return "0"
     used = {s for s, _ in batch} | set(r.prog.static_args)
     terms = {s: c for s, c in a.coeffs if s in used}
     offset = r.affine(terms, a.offset)
@@ -343,7 +379,8 @@ def _call_text(r: Renderer, p: Plan, name: str, nthreads: int, depth: int) -> li
         r.n_iters += 1
         lines.append("  " * inner + r.syntax.for_header(r.symbols[s], e))
         inner += 1
-    args = ", ".join([_base(r, p.x, p.batch), _base(r, p.y, p.batch),
+    args = ", ".join([_base(r, p.x, p.batch), _base(r, p.x2, p.batch),
+                      _base(r, p.y, p.batch), _base(r, p.y2, p.batch),
                       _base(r, p.c.out, p.batch), str(int(p.c.accumulate)), str(nthreads), name])
     lines.append(f"{'  ' * inner}if (ocannl_mm_run_{r.words['p']}({args})) return {OOM_CODE};")
     for level in range(inner - 1, depth, -1):

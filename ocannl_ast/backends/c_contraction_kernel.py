@@ -67,6 +67,8 @@ static void ocannl_mm_micro_SFX(int64_t kc, const OCK_T* restrict ap, const OCK_
 typedef struct {
   int64_t m, n, k;
   const int64_t *am, *ak, *bk, *bn, *cm, *cn;
+  const OCK_T *a2, *b2; /* optional third factor, multiplied into A's or B's panels */
+  const int64_t *a2m, *a2k, *b2k, *b2n;
   int cn_unit; /* cn[j] == cn[0] + j for all j: contiguous stores */
 } ocannl_mm_shape_SFX;
 
@@ -76,7 +78,12 @@ static void ocannl_mm_pack_a_SFX(const ocannl_mm_shape_SFX* s, const OCK_T* rest
   for (int64_t ip = 0; ip < mc; ip += OCK_MR) {
     OCK_T* dst = ap + ip * kc;
     for (int r = 0; r < OCK_MR; ++r) {
-      if (ip + r < mc) {
+      if (ip + r < mc && s->a2) {
+        const OCK_T* row = a + s->am[i0 + ip + r];
+        const OCK_T* row2 = s->a2 + s->a2m[i0 + ip + r];
+        for (int64_t k = 0; k < kc; ++k)
+          dst[k * OCK_MR + r] = row[s->ak[p0 + k]] * row2[s->a2k[p0 + k]];
+      } else if (ip + r < mc) {
         const OCK_T* row = a + s->am[i0 + ip + r];
         for (int64_t k = 0; k < kc; ++k) dst[k * OCK_MR + r] = row[s->ak[p0 + k]];
       } else {
@@ -92,7 +99,12 @@ static void ocannl_mm_pack_b_SFX(const ocannl_mm_shape_SFX* s, const OCK_T* rest
   for (int64_t k = 0; k < kc; ++k) {
     const OCK_T* row = b + s->bk[p0 + k];
     OCK_T* d = dst + k * OCK_NR_SFX;
-    for (int64_t q = 0; q < nr; ++q) d[q] = row[s->bn[j0 + q]];
+    if (s->b2) {
+      const OCK_T* row2 = s->b2 + s->b2k[p0 + k];
+      for (int64_t q = 0; q < nr; ++q) d[q] = row[s->bn[j0 + q]] * row2[s->b2n[j0 + q]];
+    } else {
+      for (int64_t q = 0; q < nr; ++q) d[q] = row[s->bn[j0 + q]];
+    }
     for (int64_t q = nr; q < OCK_NR_SFX; ++q) d[q] = 0;
   }
 }
@@ -177,31 +189,32 @@ static int64_t ocannl_mm_offsets_SFX(int64_t* out, int nd, const int64_t* ext,
   return n;
 }
 
-/* One contraction. d: nm, nn, nk, then per M symbol (extent, a stride, c stride), per N
-   symbol (extent, b stride, c stride), per K symbol (extent, a stride, b stride). */
-static int ocannl_mm_run_SFX(const OCK_T* a, const OCK_T* b, OCK_T* c, int accumulate,
-                       int nthreads, const int64_t* d) {
+/* One contraction. d: nm, nn, nk, then per M symbol (extent, a, a2, c strides), per N
+   symbol (extent, b, b2, c strides), per K symbol (extent, a, a2, b, b2 strides). */
+static int ocannl_mm_run_SFX(const OCK_T* a, const OCK_T* a2, const OCK_T* b, const OCK_T* b2,
+                             OCK_T* c, int accumulate, int nthreads, const int64_t* d) {
   const int nm = (int)d[0], nn = (int)d[1], nk = (int)d[2];
   const int64_t* g = d + 3;
-  int64_t m = 1, n = 1, k = 1, e[3][8], s1[3][8], s2[3][8];
-  const int counts[3] = {nm, nn, nk};
+  int64_t size[3] = {1, 1, 1}, e[3][8], st[3][4][8];
+  const int counts[3] = {nm, nn, nk}, width[3] = {3, 3, 4};
   for (int grp = 0; grp < 3; ++grp)
-    for (int i = 0; i < counts[grp]; ++i, g += 3) {
-      e[grp][i] = g[0]; s1[grp][i] = g[1]; s2[grp][i] = g[2];
+    for (int i = 0; i < counts[grp]; ++i, g += 1 + width[grp]) {
+      e[grp][i] = g[0];
+      size[grp] *= g[0];
+      for (int w = 0; w < width[grp]; ++w) st[grp][w][i] = g[1 + w];
     }
-  for (int i = 0; i < nm; ++i) m *= e[0][i];
-  for (int i = 0; i < nn; ++i) n *= e[1][i];
-  for (int i = 0; i < nk; ++i) k *= e[2][i];
-  int64_t* t = malloc(sizeof(int64_t) * (size_t)(2 * m + 2 * n + 2 * k));
+  const int64_t m = size[0], n = size[1], k = size[2];
+  int64_t* t = malloc(sizeof(int64_t) * (size_t)(3 * m + 3 * n + 4 * k));
   if (!t) return 1;
-  ocannl_mm_shape_SFX s = {m, n, k, t, t + 2 * m + 2 * n, t + 2 * m + 2 * n + k, t + 2 * m,
-                     t + m, t + 2 * m + n, 1};
-  ocannl_mm_offsets_SFX(t, nm, e[0], s1[0]);              /* am */
-  ocannl_mm_offsets_SFX(t + m, nm, e[0], s2[0]);          /* cm */
-  ocannl_mm_offsets_SFX(t + 2 * m, nn, e[1], s1[1]);      /* bn */
-  ocannl_mm_offsets_SFX(t + 2 * m + n, nn, e[1], s2[1]);  /* cn */
-  ocannl_mm_offsets_SFX(t + 2 * m + 2 * n, nk, e[2], s1[2]);      /* ak */
-  ocannl_mm_offsets_SFX(t + 2 * m + 2 * n + k, nk, e[2], s2[2]);  /* bk */
+  int64_t* tab[10] = {t, t + m, t + 2 * m, t + 3 * m, t + 3 * m + n, t + 3 * m + 2 * n,
+                      t + 3 * m + 3 * n, t + 3 * m + 3 * n + k, t + 3 * m + 3 * n + 2 * k,
+                      t + 3 * m + 3 * n + 3 * k};
+  for (int w = 0; w < 3; ++w) ocannl_mm_offsets_SFX(tab[w], nm, e[0], st[0][w]);
+  for (int w = 0; w < 3; ++w) ocannl_mm_offsets_SFX(tab[3 + w], nn, e[1], st[1][w]);
+  for (int w = 0; w < 4; ++w) ocannl_mm_offsets_SFX(tab[6 + w], nk, e[2], st[2][w]);
+  /* tab: am a2m cm | bn b2n cn | ak a2k bk b2k */
+  ocannl_mm_shape_SFX s = {m, n, k, tab[0], tab[6], tab[8], tab[3], tab[2], tab[5],
+                           a2, b2, tab[1], tab[7], tab[9], tab[4], 1};
   for (int64_t j = 1; j < n; ++j) s.cn_unit &= s.cn[j] == s.cn[0] + j;
   int rc = ocannl_mm_gemm_SFX(&s, a, b, c, accumulate, nthreads);
   free(t);

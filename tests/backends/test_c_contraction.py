@@ -173,3 +173,20 @@ def test_conv_kernel_gradient_through_the_kernel() -> None:
     win = np.lib.stride_tricks.sliding_window_view(xs, (3, 3), axis=(1, 2))  # b,h,w,c,x,y
     np.testing.assert_allclose(gw, np.einsum("bhwcxy,bhwo->oxyc", win, c),
                                rtol=1e-11, atol=1e-11)
+
+
+def test_nn_conv2d_forward_and_kernel_grad_use_the_kernel() -> None:
+    xs = _data(22, (2, 10, 10, 4))
+    y = oc.nn.conv2d(16, 3, padding="valid")(oc.ndarray(xs, batch_axes=1))
+    c = _data(23, (2, 8, 8, 16))
+    loss = oc.einsum("..b..|i,j,o;..b..|i,j,o=>", y, oc.ndarray(c, batch_axes=1))
+    kernel, _ = y.params()
+    assert oc.render(oc.grad_update(loss)).count("if (ocannl_mm_run_f(") == 2
+    ctx = oc.Context(precision="float64")
+    _, (gk,) = oc.value_and_grad(loss, [kernel], ctx=ctx)
+    wk = ctx.get(kernel)  # (oc, kh, kw, ic)
+    win = np.lib.stride_tricks.sliding_window_view(xs, (3, 3), axis=(1, 2))  # b,h,w,c,x,y
+    np.testing.assert_allclose(ctx.get(y), np.einsum("bhwcxy,oxyc->bhwo", win, wk)
+                               + ctx.get(y.params()[1]), rtol=1e-11, atol=1e-11)
+    np.testing.assert_allclose(gk, np.einsum("bhwcxy,bhwo->oxyc", win, c),
+                               rtol=1e-11, atol=1e-11)

@@ -218,3 +218,23 @@ def test_bad_thread_setting_is_a_backend_error(monkeypatch: pytest.MonkeyPatch, 
     y, _ = _big_matmul(40)
     with pytest.raises(oc.BackendError, match="OCANNL_AST_THREADS"):
         oc.eval(y)
+
+
+@pytest.mark.parametrize("third", ["k", "ik", "kj", "j", "i", "ij"])
+def test_third_factor_on_either_side(third: str, tmp_path: Path) -> None:
+    # c[i, j] = sum_k a[i, k] * b[k, j] * e[third]; "ij" fits neither side: loops.
+    sym = {"i": (I, M), "j": (J, N), "k": (K, KK)}
+    e_buf = Buffer(4, "e", tuple(sym[ch][1] for ch in third))
+    e_get = Get(e_buf, tuple(index_of(sym[ch][0]) for ch in third))
+    term = mul(mul(Get(A, ix(I, K)), e_get), Get(B, ix(K, J)))
+    body = Seq((DeclLocal("acc", Const(0.0)),
+                ForLoop(K, KK, SetLocal("acc", add(GetLocal("acc"), term))),
+                SetCell(C, ix(I, J), GetLocal("acc"))))
+    prog = LoopProgram("third", (C, A, B, e_buf), (), ForLoop(I, M, ForLoop(J, N, body)))
+    assert (CALL in render_c(prog)) == (third != "ij")
+    a, b = _operands(10)
+    e = np.random.default_rng(11).standard_normal(e_buf.dims).astype(np.float32)
+    c = np.empty((M, N), np.float32)
+    _run(prog, [c, a, b, e], tmp_path)
+    want = np.einsum(f"ik,kj,{third}->ij", a.astype(np.float64), b, e)
+    _close(c, want)
