@@ -10,7 +10,7 @@ grouped into M, N and K, so any strides, axis orders, transposes and im2col-styl
 micro-kernel keeps an MR x NR tile in vector registers (GCC vector extensions; the width
 follows ``__AVX512F__`` / ``__AVX__``). Only the micro-kernel compiles with FMA
 contraction (``optimize("fp-contract=fast")``); everything else keeps -ffp-contract=off.
-With OpenMP the micro-tile loop over N panels is shared between threads; each C tile is
+With OpenMP, M (or N) is split into one range of whole tiles per thread; each C tile is
 computed by one thread in the same order, so results do not depend on the thread count.
 """
 
@@ -33,11 +33,12 @@ _KERNEL = r"""
 #endif
 #define OCK_KC 256
 #define OCK_MC (OCK_MR * 16)
+#define OCK_NC_TILES 64
 #endif
 typedef OCK_T ocannl_mm_v_SFX __attribute__((vector_size(OCK_VB)));
 #define OCK_VL_SFX ((int64_t)(OCK_VB / sizeof(OCK_T)))
 #define OCK_NR_SFX (2 * OCK_VL_SFX)
-#define OCK_NC_SFX (OCK_NR_SFX * 64)
+#define OCK_NC_SFX (OCK_NR_SFX * OCK_NC_TILES)
 
 /* ct[MR][NR] = sum_k ap[k][MR] (x) bp[k][NR]: FMA contraction in this function only. */
 __attribute__((optimize("fp-contract=fast")))
@@ -131,41 +132,36 @@ static void* ocannl_mm_alloc_SFX(int64_t elems) {
   return aligned_alloc(64, bytes ? bytes : 64);
 }
 
-/* The blocked GEMM over the offset tables of `s`; nonzero when out of memory. */
-static int ocannl_mm_gemm_SFX(const ocannl_mm_shape_SFX* s, const OCK_T* a, const OCK_T* b, OCK_T* c,
-                        int accumulate, int nthreads) {
-  const int64_t ncb = s->n < OCK_NC_SFX ? s->n : OCK_NC_SFX;
-  const int64_t mcb = s->m < OCK_MC ? s->m : OCK_MC;
+/* Rows [m0, m1) x columns [n0, n1) of the blocked GEMM, with this call's own packing
+   buffers (no sharing: threads run it on disjoint ranges); nonzero when out of memory. */
+static int ocannl_mm_block_SFX(const ocannl_mm_shape_SFX* s, const OCK_T* a, const OCK_T* b,
+                               OCK_T* c, int accumulate, int64_t m0, int64_t m1, int64_t n0,
+                               int64_t n1) {
+  const int64_t ncb = n1 - n0 < OCK_NC_SFX ? n1 - n0 : OCK_NC_SFX;
+  const int64_t mcb = m1 - m0 < OCK_MC ? m1 - m0 : OCK_MC;
   const int64_t kcb = s->k < OCK_KC ? s->k : OCK_KC;
   OCK_T* bpk = ocannl_mm_alloc_SFX((ncb + OCK_NR_SFX) * kcb);
   OCK_T* apk = ocannl_mm_alloc_SFX((mcb + OCK_MR) * kcb);
+  OCK_T ct[OCK_MR * OCK_NR_SFX] __attribute__((aligned(64)));
   if (!bpk || !apk) { free(bpk); free(apk); return 1; }
-  (void)nthreads;
-#pragma omp parallel num_threads(nthreads) if (nthreads > 1)
-  {
-    OCK_T ct[OCK_MR * OCK_NR_SFX] __attribute__((aligned(64)));
-    for (int64_t j0 = 0; j0 < s->n; j0 += ncb) {
-      const int64_t nc = s->n - j0 < ncb ? s->n - j0 : ncb;
-      for (int64_t p0 = 0; p0 < s->k; p0 += kcb) {
-        const int64_t kc = s->k - p0 < kcb ? s->k - p0 : kcb;
-        const int add = accumulate || p0 > 0;
-#pragma omp for schedule(static)
+  for (int64_t j0 = n0; j0 < n1; j0 += ncb) {
+    const int64_t nc = n1 - j0 < ncb ? n1 - j0 : ncb;
+    for (int64_t p0 = 0; p0 < s->k; p0 += kcb) {
+      const int64_t kc = s->k - p0 < kcb ? s->k - p0 : kcb;
+      const int add = accumulate || p0 > 0;
+      for (int64_t jp = 0; jp < nc; jp += OCK_NR_SFX) {
+        const int64_t nr = nc - jp < OCK_NR_SFX ? nc - jp : OCK_NR_SFX;
+        ocannl_mm_pack_b_SFX(s, b, bpk + jp * kc, j0 + jp, nr, p0, kc);
+      }
+      for (int64_t i0 = m0; i0 < m1; i0 += mcb) {
+        const int64_t mc = m1 - i0 < mcb ? m1 - i0 : mcb;
+        ocannl_mm_pack_a_SFX(s, a, apk, i0, mc, p0, kc);
         for (int64_t jp = 0; jp < nc; jp += OCK_NR_SFX) {
           const int64_t nr = nc - jp < OCK_NR_SFX ? nc - jp : OCK_NR_SFX;
-          ocannl_mm_pack_b_SFX(s, b, bpk + jp * kc, j0 + jp, nr, p0, kc);
-        }
-        for (int64_t i0 = 0; i0 < s->m; i0 += mcb) {
-          const int64_t mc = s->m - i0 < mcb ? s->m - i0 : mcb;
-#pragma omp single
-          ocannl_mm_pack_a_SFX(s, a, apk, i0, mc, p0, kc);
-#pragma omp for schedule(static)
-          for (int64_t jp = 0; jp < nc; jp += OCK_NR_SFX) {
-            const int64_t nr = nc - jp < OCK_NR_SFX ? nc - jp : OCK_NR_SFX;
-            for (int64_t ip = 0; ip < mc; ip += OCK_MR) {
-              const int64_t mr = mc - ip < OCK_MR ? mc - ip : OCK_MR;
-              ocannl_mm_micro_SFX(kc, apk + ip * kc, bpk + jp * kc, ct);
-              ocannl_mm_store_SFX(s, c, ct, i0 + ip, mr, j0 + jp, nr, add);
-            }
+          for (int64_t ip = 0; ip < mc; ip += OCK_MR) {
+            const int64_t mr = mc - ip < OCK_MR ? mc - ip : OCK_MR;
+            ocannl_mm_micro_SFX(kc, apk + ip * kc, bpk + jp * kc, ct);
+            ocannl_mm_store_SFX(s, c, ct, i0 + ip, mr, j0 + jp, nr, add);
           }
         }
       }
@@ -174,6 +170,26 @@ static int ocannl_mm_gemm_SFX(const ocannl_mm_shape_SFX* s, const OCK_T* a, cons
   free(bpk);
   free(apk);
   return 0;
+}
+
+/* The GEMM: with threads, M (or N, when it has more tiles) is split into one contiguous
+   range of whole tiles per thread, each packed and computed independently (no barrier). */
+static int ocannl_mm_gemm_SFX(const ocannl_mm_shape_SFX* s, const OCK_T* a, const OCK_T* b,
+                              OCK_T* c, int accumulate, int nthreads) {
+  const int64_t mt = (s->m + OCK_MR - 1) / OCK_MR, nt = (s->n + OCK_NR_SFX - 1) / OCK_NR_SFX;
+  const int split_m = mt >= nt;
+  const int64_t tiles = split_m ? mt : nt, step = split_m ? OCK_MR : OCK_NR_SFX;
+  const int64_t total = split_m ? s->m : s->n;
+  const int parts = nthreads < tiles ? nthreads : (int)tiles;
+  int err = 0;
+#pragma omp parallel for num_threads(parts) schedule(static) reduction(| : err) if (parts > 1)
+  for (int t = 0; t < parts; ++t) {
+    const int64_t lo = tiles * t / parts * step, hi0 = tiles * (t + 1) / parts * step;
+    const int64_t hi = hi0 < total ? hi0 : total;
+    err |= split_m ? ocannl_mm_block_SFX(s, a, b, c, accumulate, lo, hi, 0, s->n)
+                   : ocannl_mm_block_SFX(s, a, b, c, accumulate, 0, s->m, lo, hi);
+  }
+  return err;
 }
 
 /* Mixed-radix offsets: out[i] = sum_d stride[d] * digit_d(i) over the extents ext[0..nd). */

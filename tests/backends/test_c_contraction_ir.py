@@ -177,32 +177,35 @@ def test_float64_program(tmp_path: Path) -> None:
 # ---- threads ---------------------------------------------------------------------------
 
 
-def _big_matmul(n: int) -> tuple[oc.Tensor, np.ndarray]:
+def _big_matmul(m: int, k: int, n: int) -> tuple[oc.Tensor, np.ndarray]:
     rng = np.random.default_rng(9)
-    a, b = rng.standard_normal((n, n)), rng.standard_normal((n, n))
-    return oc.einsum("ij;jk=>ik", oc.ndarray(a.astype(np.float32)),
-                     oc.ndarray(b.astype(np.float32))), a.astype(np.float32) @ b.astype(
-                         np.float32).astype(np.float64)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    return (oc.einsum("ij;jk=>ik", oc.ndarray(a), oc.ndarray(b)),
+            a.astype(np.float64) @ b.astype(np.float64))
 
 
-def test_threads_give_identical_results(monkeypatch: pytest.MonkeyPatch) -> None:
-    n = 200  # 8M multiply-adds: above PARALLEL_WORK
-    assert n ** 3 >= c_contraction.PARALLEL_WORK
+@pytest.mark.parametrize("shape", [(200, 200, 200), (8, 600, 512), (9, 1000, 250),
+                                   (1000, 300, 9)])
+def test_threads_give_identical_results(shape: tuple[int, int, int],
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Above PARALLEL_WORK; split over M (many row tiles) or over N (few row tiles).
+    assert np.prod(shape) >= c_contraction.PARALLEL_WORK
     results = {}
     for threads in ("1", "2", "3"):
         monkeypatch.setenv("OCANNL_AST_THREADS", threads)
-        y, want = _big_matmul(n)
+        y, want = _big_matmul(*shape)
         src = oc.render(y.forward)
         assert f", {threads}, ocannl_mmd0)" in src
         results[threads] = oc.eval(y)
-        np.testing.assert_allclose(results[threads], want, rtol=0, atol=1e-5 * n)
+        np.testing.assert_allclose(results[threads], want, rtol=0, atol=1e-5 * shape[1])
     np.testing.assert_array_equal(results["1"], results["2"])
     np.testing.assert_array_equal(results["1"], results["3"])
 
 
 def test_small_kernels_stay_single_threaded(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OCANNL_AST_THREADS", "2")
-    y, want = _big_matmul(40)
+    y, want = _big_matmul(40, 40, 40)
     assert ", 1, ocannl_mmd0)" in oc.render(y.forward)
     np.testing.assert_allclose(oc.eval(y), want, rtol=0, atol=1e-5 * 40)
 
@@ -215,7 +218,7 @@ def test_threads_auto(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.parametrize("bad", ["0", "-2", "two", "1.5"])
 def test_bad_thread_setting_is_a_backend_error(monkeypatch: pytest.MonkeyPatch, bad: str) -> None:
     monkeypatch.setenv("OCANNL_AST_THREADS", bad)
-    y, _ = _big_matmul(40)
+    y, _ = _big_matmul(40, 40, 40)
     with pytest.raises(oc.BackendError, match="OCANNL_AST_THREADS"):
         oc.eval(y)
 
