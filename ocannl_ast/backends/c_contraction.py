@@ -12,7 +12,8 @@ and the product may have a third factor over the symbols of one side (``oc.nn.co
 window mask), multiplied into that side's packed panels.
 
 Every index is affine in the loop symbols (any strides and axis orders, so transposes,
-batch axes and convolution windows all fit; static arguments go into a base offset); `c`
+batch axes and convolution windows all fit; static arguments and the iterators of enclosing
+loops go into a base offset); `c`
 is neither factor and its cells are distinct over the outer loops. Symbols used by `c`, `x`
 and `y` become batch loops around the call; the other outer ones the M (rows of `x`) and N
 (columns of `y`) groups, the reduction loops the K group, each a table of offsets. Nests
@@ -217,8 +218,9 @@ def _match_local(outer: list[Loop], body: Seq) -> tuple[list[Loop], SetCell, Exp
     return (red, store[0], term, store[1]) if term is not None else None
 
 
-def match(loop: ForLoop, static: tuple[Symbol, ...]) -> Contraction | None:
-    """The contraction `loop` computes, or None. Example: the nest of ``ij;jk=>ik``."""
+def match(loop: ForLoop, bound: frozenset[Symbol]) -> Contraction | None:
+    """The contraction `loop` computes, or None; `bound`: the static arguments and enclosing
+    iterators its indices may use as constants. Example: the nest of ``ij;jk=>ik``."""
     outer, body = _peel(loop)
     if isinstance(body, Seq):
         found = _match_local(outer, body)
@@ -234,8 +236,9 @@ def match(loop: ForLoop, static: tuple[Symbol, ...]) -> Contraction | None:
         return None
     reads = _factors(term)
     loops = [*outer, *red]
-    known = {s for s, _ in loops} | set(static)
-    if reads is None or len(reads) < 2 or len(known) != len(loops) + len(set(static)):
+    own = {s for s, _ in loops}  # (a sibling nest before may have bound the same symbols)
+    known = own | bound
+    if reads is None or len(reads) < 2 or len(own) != len(loops):
         return None
     out = _access(cell.buffer, cell.index, known)
     factors = [_access(g.buffer, g.index, known) for g in reads]
@@ -321,7 +324,7 @@ class KernelUse:
 
     def render(self, r: Renderer, loop: ForLoop, depth: int, out: list[str]) -> bool:
         """Append the kernel call computing `loop`, if it is a contraction; else False."""
-        found = match(loop, r.prog.static_args)
+        found = match(loop, frozenset(r.symbols))
         p = plan(found) if found is not None else None
         if p is None or any(a.buffer not in r.buffers for a in (p.c.out, *p.c.factors)):
             return False
@@ -359,12 +362,13 @@ def _table(p: Plan) -> list[int]:
     return d
 
 
-def _base(r: Renderer, a: Access | None, batch: tuple[Loop, ...]) -> str:
-    """The buffer's name plus the offset of its batch, static and constant terms."""
+def _base(r: Renderer, a: Access | None, p: Plan) -> str:
+    """The buffer's name plus the offset of its batch, static, enclosing-loop and constant
+    terms (every symbol outside the M, N and K groups)."""
     if a is None:
         return "0"
-    used = {s for s, _ in batch} | set(r.prog.static_args)
-    terms = {s: c for s, c in a.coeffs if s in used}
+    grouped = {s for s, _ in (*p.m, *p.n, *p.k)}
+    terms = {s: c for s, c in a.coeffs if s not in grouped}
     offset = r.affine(terms, a.offset)
     return r.buffers[a.buffer] if offset == "0" else f"{r.buffers[a.buffer]} + ({offset})"
 
@@ -379,9 +383,8 @@ def _call_text(r: Renderer, p: Plan, name: str, nthreads: int, depth: int) -> li
         r.n_iters += 1
         lines.append("  " * inner + r.syntax.for_header(r.symbols[s], e))
         inner += 1
-    args = ", ".join([_base(r, p.x, p.batch), _base(r, p.x2, p.batch),
-                      _base(r, p.y, p.batch), _base(r, p.y2, p.batch),
-                      _base(r, p.c.out, p.batch), str(int(p.c.accumulate)), str(nthreads), name])
+    args = ", ".join([_base(r, p.x, p), _base(r, p.x2, p), _base(r, p.y, p), _base(r, p.y2, p),
+                      _base(r, p.c.out, p), str(int(p.c.accumulate)), str(nthreads), name])
     lines.append(f"{'  ' * inner}if (ocannl_mm_run_{r.words['p']}({args})) return {OOM_CODE};")
     for level in range(inner - 1, depth, -1):
         lines.append("  " * level + "}")

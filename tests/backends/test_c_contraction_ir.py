@@ -241,3 +241,23 @@ def test_third_factor_on_either_side(third: str, tmp_path: Path) -> None:
     _run(prog, [c, a, b, e], tmp_path)
     want = np.einsum(f"ik,kj,{third}->ij", a.astype(np.float64), b, e)
     _close(c, want)
+
+
+def test_enclosing_loop_iterator_in_the_offsets(tmp_path: Path) -> None:
+    # for s: c[s, i, j] = sum_k a[s, i, k] * b[k, j], the s loop outside the matched nest.
+    c3, a3 = Buffer(1, "c", (3, M, N)), Buffer(2, "a", (3, M, KK))
+    body = Seq((DeclLocal("acc", Const(0.0)),
+                ForLoop(K, KK, SetLocal("acc", add(GetLocal("acc"),
+                                                   mul(Get(a3, ix(S, I, K)), Get(B, ix(K, J)))))),
+                SetCell(c3, ix(S, I, J), GetLocal("acc"))))
+    inner = ForLoop(I, M, ForLoop(J, N, body))
+    prog = LoopProgram("outer", (c3, a3, B), (),
+                       ForLoop(S, 3, Seq((Fill(Buffer(4, "z", ()), 0.0), inner))))
+    prog = LoopProgram("outer", (c3, a3, B, Buffer(4, "z", ())), (), prog.body)
+    assert CALL in render_c(prog)
+    rng = np.random.default_rng(12)
+    a = rng.standard_normal((3, M, KK)).astype(np.float32)
+    b = rng.standard_normal((KK, N)).astype(np.float32)
+    c = np.empty((3, M, N), np.float32)
+    _run(prog, [c, a, b, np.empty((), np.float32)], tmp_path)
+    _close(c, a.astype(np.float64) @ b)
