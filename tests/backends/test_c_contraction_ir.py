@@ -261,3 +261,26 @@ def test_enclosing_loop_iterator_in_the_offsets(tmp_path: Path) -> None:
     c = np.empty((3, M, N), np.float32)
     _run(prog, [c, a, b, np.empty((), np.float32)], tmp_path)
     _close(c, a.astype(np.float64) @ b)
+
+
+@pytest.mark.parametrize("third", [False, True])
+def test_o2_and_o3_agree_bit_for_bit(third: bool, tmp_path: Path,
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OCANNL_AST_CFLAGS", raising=False)
+    e_buf = Buffer(4, "e", (KK,))
+    term: Expr = mul(Get(A, ix(I, K)), Get(B, ix(K, J)))
+    if third:
+        term = mul(term, Get(e_buf, ix(K)))
+    step = SetCell(C, ix(I, J), add(Get(C, ix(I, J)), term))
+    body = Seq((Fill(C, 0.0), ForLoop(I, M, ForLoop(J, N, ForLoop(K, KK, step)))))
+    prog = LoopProgram("o2o3", (C, A, B, e_buf), (), body)
+    a, b = _operands(13)
+    e = np.random.default_rng(14).standard_normal(KK).astype(np.float32)
+    out = []
+    for flags in (("-O2", "-march=native"), ("-O3", "-march=native")):
+        c = np.empty((M, N), np.float32)
+        compile_c(prog, opt_flags=flags, cache_dir=tmp_path)([c, a, b, e])
+        out.append(c)
+    np.testing.assert_array_equal(out[0], out[1])
+    want = np.einsum("ik,kj,k->ij", a.astype(np.float64), b, e if third else np.ones(KK))
+    _close(out[0], want)
