@@ -203,7 +203,7 @@ def _store(s: Stmt, acc: str) -> tuple[SetCell, bool] | None:
     return (s, True) if rest == GetLocal(acc) else None
 
 
-def _match_local(outer: list[Loop], body: Seq) -> tuple[list[Loop], SetCell, Expr, bool] | None:
+def _match_local(body: Seq) -> tuple[list[Loop], SetCell, Expr, bool] | None:
     subs = [x for x in body.stmts if not isinstance(x, Noop | Comment)]
     if len(subs) != 3 or not isinstance(subs[0], DeclLocal) or not isinstance(subs[1], ForLoop):
         return None
@@ -223,7 +223,7 @@ def match(loop: ForLoop, bound: frozenset[Symbol]) -> Contraction | None:
     iterators its indices may use as constants. Example: the nest of ``ij;jk=>ik``."""
     outer, body = _peel(loop)
     if isinstance(body, Seq):
-        found = _match_local(outer, body)
+        found = _match_local(body)
         if found is None:
             return None
         red, cell, term, accumulate = found
