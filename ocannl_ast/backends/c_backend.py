@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import assert_never
 
+from ocannl_ast.backends.c_contraction import KernelUse
 from ocannl_ast.backends.c_syntax import ASCII_WORD, C, CSyntax, c_const, c_ident
 from ocannl_ast.backends.c_uint4x32 import TYPE as U4
 from ocannl_ast.backends.compiler import (
@@ -76,6 +77,7 @@ class _Rendered:
     c_type: str  #: the element type of its buffers
     cdef: str  #: its declaration, for cffi
     checks: dict[int, str] = field(default_factory=dict)  #: CheckIndex code -> description
+    flags: tuple[str, ...] = ()  #: gcc flags the source needs (-fopenmp)
 
 
 @dataclass(slots=True)
@@ -90,8 +92,12 @@ class _CRenderer:
     threefry: bool = False
     checks: dict[int, str] = field(default_factory=dict)
     n_iters: int = 0
+    #: contraction kernels (plain C only: `c_contraction`); None keeps every loop nest
+    kernels: KernelUse | None = None
 
     def __post_init__(self) -> None:
+        if type(self.syntax) is CSyntax:
+            self.kernels = KernelUse()
         self.words = self.syntax.words(self.prog.precision)
         taken: set[str] = set()
         for buf in self.prog.buffers:
@@ -238,6 +244,9 @@ class _CRenderer:
                 self.stmt(sub, depth, out)
 
     def for_loop(self, sym: Symbol, extent: int, body: Stmt, depth: int, out: list[str]) -> None:
+        if self.kernels is not None and self.kernels.render(self, ForLoop(sym, extent, body),
+                                                            depth, out):
+            return
         if sym not in self.symbols:
             self.symbols[sym] = f"i{self.n_iters}"
             self.n_iters += 1
@@ -287,12 +296,14 @@ def _render(prog: LoopProgram, syntax: CSyntax = C) -> _Rendered:
     head = [f"/* ocannl_ast routine {prog.name} ({prog.precision.value}) */"]
     head += [*syntax.includes, ""]
     head += syntax.helper_defs(r.helpers, r.words)
+    head += r.kernels.definitions(r.words) if r.kernels is not None else []
     if r.threefry:
         head += [*syntax.threefry(r.words), ""]
     head.append(syntax.signature(cname, params))
     source = "\n".join([*head, *body, *syntax.epilogue(), ""])
     cdef = syntax.cdef(cname, t, len(prog.buffers), len(prog.static_args))
-    return _Rendered(source, cname, t, cdef, r.checks)
+    flags = r.kernels.flags() if r.kernels is not None else ()
+    return _Rendered(source, cname, t, cdef, r.checks, flags)
 
 
 def render_c(prog: LoopProgram, syntax: CSyntax = C) -> str:
@@ -321,7 +332,7 @@ def compile_c(
 
         verify_program(prog)
     rendered = _render(prog)
-    flags = effective_flags(opt_flags)
+    flags = (*effective_flags(opt_flags), *rendered.flags)
     directory = Path(cache_dir) if cache_dir is not None else cache_dir_default()
     entry = build_cached(rendered.cname, rendered.source, flags, directory)
     if not is_loaded(entry.so_path):

@@ -1,0 +1,391 @@
+"""Contraction kernels for the C backend: recognise a matmul-class loop nest in the loop IR
+and render it as a call to the packed, register-blocked GEMM of `c_contraction_kernel`.
+
+Stage: rendering (hooked into `c_backend._CRenderer.for_loop`). Input: a `ForLoop` of a
+verified `LoopProgram`. Recognised nests (`x`, `y` the two factors, `c` the result):
+
+- ``for outer: { acc = 0; for red: acc = acc + x[..] * y[..]; c[..] = acc }``, the store
+  also as ``c[..] = c[..] + acc`` (then it accumulates);
+- ``for all: c[..] = c[..] + x[..] * y[..]`` (the loops `c` does not use are summed);
+
+and the product may have a third factor over the symbols of one side (``oc.nn.conv2d``'s
+window mask), multiplied into that side's packed panels.
+
+Every index is affine in the loop symbols (any strides and axis orders, so transposes,
+batch axes and convolution windows all fit; static arguments and the iterators of enclosing
+loops go into a base offset); `c`
+is neither factor and its cells are distinct over the outer loops. Symbols used by `c`, `x`
+and `y` become batch loops around the call; the other outer ones the M (rows of `x`) and N
+(columns of `y`) groups, the reduction loops the K group, each a table of offsets. Nests
+below `MIN_WORK` multiply-adds per call keep the naive loops. Output: C text, plus the
+kernel's definitions and `-fopenmp` when some call is large enough to use threads.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from ocannl_ast.backends.c_contraction_kernel import kernel_c
+from ocannl_ast.backends.c_syntax import CSyntax
+from ocannl_ast.errors import BackendError
+from ocannl_ast.lowering.loop_ir import (
+    Binary,
+    BinOp,
+    Buffer,
+    Comment,
+    Const,
+    DeclLocal,
+    Expr,
+    ForLoop,
+    Get,
+    GetLocal,
+    IndexExpr,
+    LoopProgram,
+    Noop,
+    Seq,
+    SetCell,
+    SetLocal,
+    Stmt,
+    Symbol,
+)
+
+#: Smallest multiply-add count (M*N*K of one call) rendered as a kernel call.
+MIN_WORK = 32 * 32 * 32
+#: Smallest M, N and K of a kernel call (a matrix-vector product stays a loop nest).
+MIN_EXTENT = 4
+#: Smallest multiply-add count of one call that is shared between threads.
+PARALLEL_WORK = 1 << 21
+#: Return code of a routine whose kernel could not allocate its packing buffers.
+OOM_CODE = 1_000_001
+_MAX_GROUP = 8  # symbols per M / N / K group (the C side's table size)
+
+Loop = tuple[Symbol, int]
+
+
+class Renderer(Protocol):
+    """What the kernel hook needs of `c_backend._CRenderer`."""
+
+    prog: LoopProgram
+    syntax: CSyntax
+    words: dict[str, str]
+    buffers: dict[Buffer, str]
+    symbols: dict[Symbol, str]
+    checks: dict[int, str]
+    n_iters: int
+
+    def affine(self, terms: dict[Symbol, int], offset: int) -> str: ...
+
+
+def threads_setting() -> int:
+    """``$OCANNL_AST_THREADS``: a positive count or ``auto`` (the machine's cores); 1 unset."""
+    raw = os.environ.get("OCANNL_AST_THREADS", "").strip()
+    if raw == "":
+        return 1
+    if raw.lower() == "auto":
+        return max(1, os.cpu_count() or 1)
+    if raw.isdigit() and int(raw) > 0:
+        return int(raw)
+    raise BackendError(f"OCANNL_AST_THREADS must be a positive integer or 'auto', got {raw!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Access:
+    """A buffer read or written at a flat (row-major) affine offset."""
+
+    buffer: Buffer
+    coeffs: tuple[tuple[Symbol, int], ...]  #: flat coefficient of each symbol, nonzero
+    offset: int
+
+    def coeff(self, sym: Symbol) -> int:
+        return dict(self.coeffs).get(sym, 0)
+
+
+@dataclass(frozen=True, slots=True)
+class Contraction:
+    """``c (= or +=) sum over reduce of the product of factors``, over `outer` x `reduce`."""
+
+    out: Access
+    factors: tuple[Access, ...]  #: two, or three (e.g. a convolution's window mask)
+    outer: tuple[Loop, ...]
+    reduce: tuple[Loop, ...]
+    accumulate: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """A contraction split into batch loops and the M / N / K groups of one GEMM call."""
+
+    c: Contraction
+    x: Access  #: the factor indexed by M and K
+    y: Access  #: the factor indexed by K and N
+    x2: Access | None  #: a third factor over M and K, multiplied into x's panels
+    y2: Access | None  #: a third factor over K and N, multiplied into y's panels
+    batch: tuple[Loop, ...]
+    m: tuple[Loop, ...]
+    n: tuple[Loop, ...]
+    k: tuple[Loop, ...]
+
+    def work(self) -> int:
+        return math.prod(e for _, e in (*self.m, *self.n, *self.k))
+
+
+# ---- recognising ---------------------------------------------------------------------
+
+
+def _single(s: Stmt) -> Stmt:
+    """A Seq of one statement (comments and no-ops aside) is that statement."""
+    if isinstance(s, Seq):
+        subs = [x for x in s.stmts if not isinstance(x, Noop | Comment)]
+        if len(subs) == 1:
+            return _single(subs[0])
+    return s
+
+
+def _peel(s: Stmt) -> tuple[list[Loop], Stmt]:
+    loops: list[Loop] = []
+    s = _single(s)
+    while isinstance(s, ForLoop):
+        loops.append((s.symbol, s.extent))
+        s = _single(s.body)
+    return loops, s
+
+
+def _access(buf: Buffer, index: tuple[IndexExpr, ...], known: set[Symbol]) -> Access | None:
+    if buf.uint4x32 or len(index) != len(buf.dims):
+        return None
+    coeffs: dict[Symbol, int] = {}
+    offset = 0
+    for axis, e in enumerate(index):
+        stride = math.prod(buf.dims[axis + 1:])
+        for coeff, sym in e.terms:
+            coeffs[sym] = coeffs.get(sym, 0) + coeff * stride
+        offset += e.offset * stride
+    if any(sym not in known for sym in coeffs):
+        return None
+    return Access(buf, tuple((s, c) for s, c in coeffs.items() if c != 0), offset)
+
+
+def _factors(e: Expr) -> list[Get] | None:
+    """The reads of a product of reads (two or three of them), or None."""
+    match e:
+        case Get():
+            return [e]
+        case Binary(op=BinOp.MUL, lhs=lhs, rhs=rhs):
+            left, right = _factors(lhs), _factors(rhs)
+            if left is None or right is None or len(left) + len(right) > 3:
+                return None
+            return left + right
+        case _:
+            return None
+
+
+def _sum_with(e: Expr, is_first: Callable[[Expr], bool]) -> Expr | None:
+    """`rest` of ``first + rest`` or ``rest + first``, where `is_first(term)` picks first."""
+    if isinstance(e, Binary) and e.op is BinOp.ADD:
+        if is_first(e.lhs):
+            return e.rhs
+        if is_first(e.rhs):
+            return e.lhs
+    return None
+
+
+def _store(s: Stmt, acc: str) -> tuple[SetCell, bool] | None:
+    """``c[i] = acc`` (False) or ``c[i] = c[i] + acc`` (True)."""
+    if not isinstance(s, SetCell):
+        return None
+    if s.value == GetLocal(acc):
+        return s, False
+    rest = _sum_with(s.value, lambda t: t == Get(s.buffer, s.index))
+    return (s, True) if rest == GetLocal(acc) else None
+
+
+def _match_local(body: Seq) -> tuple[list[Loop], SetCell, Expr, bool] | None:
+    subs = [x for x in body.stmts if not isinstance(x, Noop | Comment)]
+    if len(subs) != 3 or not isinstance(subs[0], DeclLocal) or not isinstance(subs[1], ForLoop):
+        return None
+    acc, init = subs[0].name, subs[0].init
+    if not (isinstance(init, Const) and init.value == 0.0 and math.copysign(1, init.value) > 0):
+        return None
+    red, inner = _peel(subs[1])
+    store = _store(subs[2], acc)
+    if store is None or not isinstance(inner, SetLocal) or inner.name != acc:
+        return None
+    term = _sum_with(inner.value, lambda t: t == GetLocal(acc))
+    return (red, store[0], term, store[1]) if term is not None else None
+
+
+def match(loop: ForLoop, bound: frozenset[Symbol]) -> Contraction | None:
+    """The contraction `loop` computes, or None; `bound`: the static arguments and enclosing
+    iterators its indices may use as constants. Example: the nest of ``ij;jk=>ik``."""
+    outer, body = _peel(loop)
+    if isinstance(body, Seq):
+        found = _match_local(body)
+        if found is None:
+            return None
+        red, cell, term, accumulate = found
+    elif isinstance(body, SetCell):
+        term_or_none = _sum_with(body.value, lambda t: t == Get(body.buffer, body.index))
+        if term_or_none is None:
+            return None
+        red, cell, term, accumulate = [], body, term_or_none, True
+    else:
+        return None
+    reads = _factors(term)
+    loops = [*outer, *red]
+    own = {s for s, _ in loops}  # (a sibling nest before may have bound the same symbols)
+    known = own | bound
+    if reads is None or len(reads) < 2 or len(own) != len(loops):
+        return None
+    out = _access(cell.buffer, cell.index, known)
+    factors = [_access(g.buffer, g.index, known) for g in reads]
+    if out is None or any(f is None or f.buffer == out.buffer for f in factors):
+        return None
+    if not red:  # the all-loops form: the loops c does not use are the reduction
+        red = [lp for lp in outer if out.coeff(lp[0]) == 0]
+        outer = [lp for lp in outer if out.coeff(lp[0]) != 0]
+    return Contraction(out, tuple(f for f in factors if f is not None), tuple(outer),
+                       tuple(red), accumulate)
+
+
+def _injective(loops: list[tuple[int, int]]) -> bool:
+    """Whether sum(coeff * digit) over digits < extent takes distinct values (mixed radix)."""
+    reach = 0
+    for coeff, extent in sorted((abs(c), e) for c, e in loops if e > 1):
+        if coeff <= reach:
+            return False
+        reach += coeff * (extent - 1)
+    return True
+
+
+def plan(c: Contraction) -> Plan | None:
+    """Batch loops and the GEMM groups of `c`, or None when it does not fit the kernel."""
+    if any(c.out.coeff(s) != 0 for s, _ in c.reduce):
+        return None
+    if not _injective([(c.out.coeff(s), e) for s, e in c.outer]):
+        return None
+    f = c.factors
+    roles = [(f[0], f[1], None)] if len(f) == 2 else [
+        (f[0], f[1], f[2]), (f[0], f[2], f[1]), (f[1], f[2], f[0])]
+    for x, y, extra in roles:
+        p = _plan_roles(c, x, y, extra)
+        if p is not None:
+            sizes = [math.prod(e for _, e in g) for g in (p.m, p.n, p.k)]
+            if min(sizes) >= MIN_EXTENT and p.work() >= MIN_WORK:
+                return p
+    return None
+
+
+def _plan_roles(c: Contraction, x: Access, y: Access, extra: Access | None) -> Plan | None:
+    """The plan with `x` over M and K, `y` over K and N, and `extra` on the side whose
+    outer symbols include all of its own (None when it fits neither)."""
+    batch = [lp for lp in c.outer if x.coeff(lp[0]) != 0 and y.coeff(lp[0]) != 0]
+    m = [lp for lp in c.outer if lp not in batch and y.coeff(lp[0]) == 0]
+    n = [lp for lp in c.outer if lp not in batch and lp not in m]
+    x2 = y2 = None
+    if extra is not None:
+        used = {lp for lp in c.outer if extra.coeff(lp[0]) != 0}
+        if used <= {*m, *batch}:
+            x2 = extra
+        elif used <= {*n, *batch}:
+            y2 = extra
+        else:
+            return None
+    if not any(abs(c.out.coeff(s)) == 1 for s, _ in n) and any(
+            abs(c.out.coeff(s)) == 1 for s, _ in m):
+        x, y, m, n, x2, y2 = y, x, n, m, y2, x2  # the contiguous axis of c as N
+    m.sort(key=lambda lp: -abs(c.out.coeff(lp[0])))
+    n.sort(key=lambda lp: -abs(c.out.coeff(lp[0])))
+    k = sorted(c.reduce, key=lambda lp: -abs(x.coeff(lp[0])))
+    if max(len(m), len(n), len(k)) > _MAX_GROUP:
+        return None
+    return Plan(c, x, y, x2, y2, tuple(batch), tuple(m), tuple(n), tuple(k))
+
+
+# ---- rendering -----------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class KernelUse:
+    """The kernel calls of one routine: their count and whether one uses threads."""
+
+    threads: int = field(default_factory=threads_setting)
+    calls: int = 0
+    parallel: bool = False
+
+    def definitions(self, words: dict[str, str]) -> list[str]:
+        return kernel_c(words["T"], words["p"]) if self.calls else []
+
+    def flags(self) -> tuple[str, ...]:
+        return ("-fopenmp",) if self.parallel else ()
+
+    def render(self, r: Renderer, loop: ForLoop, depth: int, out: list[str]) -> bool:
+        """Append the kernel call computing `loop`, if it is a contraction; else False."""
+        found = match(loop, frozenset(r.symbols))
+        p = plan(found) if found is not None else None
+        if p is None or any(a.buffer not in r.buffers for a in (p.c.out, *p.c.factors)):
+            return False
+        nthreads = self.threads if p.work() >= PARALLEL_WORK else 1
+        self.parallel |= nthreads > 1
+        name = f"ocannl_mmd{self.calls}"
+        self.calls += 1
+        r.checks.setdefault(OOM_CODE, "out of memory for a contraction kernel's buffers")
+        out.extend(_call_text(r, p, name, nthreads, depth))
+        return True
+
+
+def _describe(p: Plan) -> str:
+    def names(g: tuple[Loop, ...]) -> str:
+        return "x".join(str(e) for _, e in g) or "1"
+
+    c = p.c
+    factors = " * ".join(f.buffer.name for f in (p.x, p.x2, p.y, p.y2) if f is not None)
+    return (f"contraction kernel: {c.out.buffer.name} {'+=' if c.accumulate else '='} "
+            f"{factors}, M {names(p.m)}, N {names(p.n)}, K {names(p.k)}, "
+            f"batch {names(p.batch)}")
+
+
+def _table(p: Plan) -> list[int]:
+    def co(a: Access | None, s: Symbol) -> int:
+        return a.coeff(s) if a is not None else 0
+
+    d = [len(p.m), len(p.n), len(p.k)]
+    for s, e in p.m:
+        d += [e, p.x.coeff(s), co(p.x2, s), p.c.out.coeff(s)]
+    for s, e in p.n:
+        d += [e, p.y.coeff(s), co(p.y2, s), p.c.out.coeff(s)]
+    for s, e in p.k:
+        d += [e, p.x.coeff(s), co(p.x2, s), p.y.coeff(s), co(p.y2, s)]
+    return d
+
+
+def _base(r: Renderer, a: Access | None, p: Plan) -> str:
+    """The buffer's name plus the offset of its batch, static, enclosing-loop and constant
+    terms (every symbol outside the M, N and K groups)."""
+    if a is None:
+        return "0"
+    grouped = {s for s, _ in (*p.m, *p.n, *p.k)}
+    terms = {s: c for s, c in a.coeffs if s not in grouped}
+    offset = r.affine(terms, a.offset)
+    return r.buffers[a.buffer] if offset == "0" else f"{r.buffers[a.buffer]} + ({offset})"
+
+
+def _call_text(r: Renderer, p: Plan, name: str, nthreads: int, depth: int) -> list[str]:
+    pad = "  " * depth
+    lines = [f"{pad}/* {_describe(p)} */", pad + "{",
+             f"{pad}  static const int64_t {name}[] = {{{', '.join(map(str, _table(p)))}}};"]
+    inner = depth + 1
+    for s, e in p.batch:
+        r.symbols[s] = f"i{r.n_iters}"
+        r.n_iters += 1
+        lines.append("  " * inner + r.syntax.for_header(r.symbols[s], e))
+        inner += 1
+    args = ", ".join([_base(r, p.x, p), _base(r, p.x2, p), _base(r, p.y, p), _base(r, p.y2, p),
+                      _base(r, p.c.out, p), str(int(p.c.accumulate)), str(nthreads), name])
+    lines.append(f"{'  ' * inner}if (ocannl_mm_run_{r.words['p']}({args})) return {OOM_CODE};")
+    for level in range(inner - 1, depth, -1):
+        lines.append("  " * level + "}")
+    return [*lines, pad + "}"]
