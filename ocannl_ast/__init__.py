@@ -101,8 +101,9 @@ def value_and_grad(loss: Tensor, wrt: list[Tensor] | Tensor, *, ctx: Context | N
     wrt = _validate.grad_args(loss, wrt)
     c = _context(ctx, backend, precision)
     with c.lock:
-        c.compile([loss.forward_all(), loss.backprop])()
         reached = {t.id for t in loss.subgraph()}
+        keep = [loss, *(w.grad for w in wrt if w.id in reached)]  # read below: materialized
+        c.compile([loss.forward_all(), loss.backprop], keep=keep)()
         infer_shapes(*(w for w in wrt if w.id not in reached))
         grads = [c.get(w.grad) if w.id in reached else _np.zeros(w.dims(), c.dtype)
                  for w in wrt]

@@ -94,8 +94,7 @@ def virtualize(prog: LoopProgram, escaping: frozenset[int], constants: Mapping[i
         notes.append(f"virtual: {prod.buf.name} (inlined into {reads} read"
                      f"{'s' if reads != 1 else ''})")
     body_stmts = tuple(Comment(n) for n in notes) + tuple(units)
-    used = {b.id for u in units for b in (*_reads(u), *_writes(u))}
-    buffers = tuple(b for b in prog.buffers if b.id in used)
+    buffers = tuple(b for b in prog.buffers if b.id not in virtual and b.id not in folded)
     out = LoopProgram(prog.name, buffers, prog.static_args, Seq(body_stmts), prog.precision)
     return Virtualized(out, frozenset(virtual), frozenset(folded))
 

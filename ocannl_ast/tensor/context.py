@@ -75,6 +75,12 @@ class Context:
         self.initialized: set[int] = set()
         self.lock = threading.RLock()  #: serializes init, routine calls, get/set/eval
         self._evals: dict[int, Routine | None] = {}  #: tensor id -> its eval routine
+        #: buffer id -> name of a routine that computes it inline (virtualized, no buffer)
+        self.virtual: dict[int, str] = {}
+        self.escaping: set[int] = set()  #: buffer ids to keep materialized in new routines
+        self.folded: dict[int, str] = {}  #: constant buffer id -> a routine that folded it
+        self.user_set: set[int] = set()  #: buffer ids set by ctx.set (never folded)
+        self.routines: list[Routine] = []  #: the routines compiled here (for recompiling)
 
     # ---- host data ---------------------------------------------------------------------
 
@@ -101,6 +107,13 @@ class Context:
         with self.lock:
             pipeline.close_tensors([ref.tensor])
             buf = ref.buffer()
+            if buf.id not in self.available and buf.id in self.virtual:
+                self.materialize(buf.id)
+                raise RuntimeDataError(
+                    f"'{ref.tensor.label}' ({ref.kind}) was computed inline by routine "
+                    f"'{self.virtual[buf.id]}' (virtualized: it has no buffer there); it is "
+                    "kept from that routine's next run on. To read it from the first run, "
+                    "compile with keep=[...] or set OCANNL_AST_VIRTUALIZE=0", user_span())
             if buf.id not in self.available:
                 raise RuntimeDataError(f"'{ref.tensor.label}' ({ref.kind}) has no value in "
                                        "this context: nothing set or computed it yet", user_span())
@@ -122,6 +135,11 @@ class Context:
             if arr.shape != dims:
                 raise RuntimeDataError(f"'{ref.tensor.label}' has dims {dims}, got data "
                                        f"of shape {arr.shape}", user_span())
+            if buf.id in self.folded:
+                raise RuntimeDataError(f"'{ref.tensor.label}' is a constant folded into "
+                                       f"routine '{self.folded[buf.id]}': make it a param or "
+                                       "oc.term to set it", user_span())
+            self.user_set.add(buf.id)
             self.array(buf)[_interior(buf.id, buf.dims)] = arr
             self.backend.host_written(self.array(buf))
             self.available.add(buf.id)
@@ -134,7 +152,8 @@ class Context:
         with self.lock:
             if tensor.id not in self._evals:
                 code = tensor.forward_all()
-                self._evals[tensor.id] = (self.compile(code, name=f"eval_{tensor.id}")
+                self._evals[tensor.id] = (self.compile(code, name=f"eval_{tensor.id}",
+                                                       keep=[tensor])
                                           if code.items else None)
             routine = self._evals[tensor.id]
             if routine is not None:
@@ -145,20 +164,45 @@ class Context:
 
     # ---- compiling -----------------------------------------------------------------------
 
-    def compile(self, code: Any, *, name: str | None = None) -> Routine:
-        """One backend routine for the whole code sequence."""
+    def compile(self, code: Any, *, name: str | None = None,
+                keep: Sequence[Tensor | NodeRef] = ()) -> Routine:
+        """One backend routine for the whole code sequence. Intermediates it reads once
+        are computed inline (virtualized) unless in `keep` (values, or `t.grad`), read by
+        another routine of this context, or already read with `get` here."""
         validate.check_str("Context.compile", "name", name, optional=True)
+        for k in keep:
+            validate.check_tensor("Context.compile", "keep", k, refs=True)
         with self.lock:
-            prog, asgn, held = self.lower_code(code, name=name)
-            return Routine(self, prog, self.backend.compile(prog), asgn, held)
+            code = as_code(code)
+            pipeline.close_tensors([_ref_of(k).tensor for k in keep])
+            self.escaping.update(_ref_of(k).buffer().id for k in keep)
+            routine = Routine(self, code, name or f"routine_{next(_routine_ids)}")
+            self.escaping.update(routine.needs)
+            for r in self.routines:
+                if routine.needs & r.virtual:
+                    r.stale = True  # recompiled, keeping what this routine reads
+            self.routines.append(routine)
+            return routine
 
     def lower_code(self, code: Any, *, name: str | None = None
                    ) -> tuple[LoopProgram, A.Asgn, list[Tensor]]:
         """Run the compile pipeline (`tensor.pipeline`): close shapes, derive projections,
-        build and simplify the assignments, lower to loop IR, bind static arguments."""
-        opts = pipeline.Options(name or f"routine_{next(_routine_ids)}", self.precision)
-        out = pipeline.run(as_code(code), opts)
+        build and simplify the assignments, lower to loop IR, virtualize, bind statics."""
+        out = self.lowered(as_code(code), name or f"routine_{next(_routine_ids)}")
         return out.prog, out.asgn, out.held_out
+
+    def lowered(self, code: Code, name: str) -> pipeline.Lowered:
+        """The pipeline's output for `code`, keeping what this context must keep."""
+        opts = pipeline.Options(name, self.precision, keep=frozenset(self.escaping),
+                                no_fold=frozenset(self.user_set))
+        return pipeline.run(code, opts)
+
+    def materialize(self, buf_id: int) -> None:
+        """Keep a buffer from now on: the routines that virtualized it are recompiled."""
+        self.escaping.add(buf_id)
+        for r in self.routines:
+            if buf_id in r.virtual:
+                r.stale = True
 
     def ensure_initialized(self, tensors: Sequence[Tensor]) -> None:
         """Initialize the held-out tensors not yet initialized in this context, after
@@ -253,17 +297,29 @@ def _is_term(t: Tensor) -> bool:
 class Routine:
     """A compiled routine: call it (with static arguments by name or position) to run."""
 
-    def __init__(self, ctx: Context, prog: LoopProgram, compiled: Any, asgn: A.Asgn,
-                 held_out: list[Tensor]) -> None:
+    def __init__(self, ctx: Context, code: Code, name: str) -> None:
         self.ctx = ctx
-        self.prog = prog
-        self.compiled = compiled
-        self.held_out = held_out
-        reads, writes = read_write_sets(asgn)
+        self.code = code
+        self.name = name
+        self._build()
+
+    def _build(self) -> None:
+        """Lower and compile the code, keeping what the context must keep."""
+        out = self.ctx.lowered(self.code, self.name)
+        self.prog = out.prog
+        self.compiled = self.ctx.backend.compile(out.prog)
+        self.held_out = out.held_out
+        reads, writes = read_write_sets(out.asgn)
         self.needs = reads
-        self.writes = writes
-        self.arrays = [ctx.array(b) for b in prog.buffers]
-        self.static_names = [s.name for s in prog.static_args]
+        self.virtual = out.virtual  #: buffers computed inline: no value after a run
+        self.writes = writes - out.virtual
+        self.stale = False  #: recompile before the next run (something must be kept)
+        for b in out.virtual:
+            self.ctx.virtual[b] = self.name
+        for b in out.folded:
+            self.ctx.folded[b] = self.name
+        self.arrays = [self.ctx.array(b) for b in self.prog.buffers]
+        self.static_names = [s.name for s in self.prog.static_args]
 
     def _statics(self, args: tuple[int, ...], kwargs: dict[str, int]) -> list[int]:
         vals = list(args)
@@ -288,13 +344,23 @@ class Routine:
                 names = ", ".join(f"'{b.name}'" for b in self.prog.buffers if b.id in missing)
                 raise RuntimeDataError(f"{names} has no value: set it with ctx.set(...) before "
                                        "running code that reads it", user_span())
+            if self.stale:
+                self._build()
             self.compiled(self.arrays, statics)
-            self.ctx.available |= self.writes
+            self._ran()
 
     def run_unchecked(self) -> None:
         with self.ctx.lock:
+            if self.stale:
+                self._build()
             self.compiled(self.arrays, [])
-            self.ctx.available |= self.writes
+            self._ran()
+
+    def _ran(self) -> None:
+        """After a run: what it wrote is available, what it computed inline is not (an
+        older value would be stale)."""
+        self.ctx.available |= self.writes
+        self.ctx.available -= self.virtual
 
 
 def read_write_sets(asgn: A.Asgn) -> tuple[set[int], set[int]]:
