@@ -102,7 +102,7 @@ def value_and_grad(loss: Tensor, wrt: list[Tensor] | Tensor, *, ctx: Context | N
     c = _context(ctx, backend, precision)
     with c.lock:
         reached = {t.id for t in loss.subgraph()}
-        keep = [loss, *(w.grad for w in wrt if w.id in reached)]  # read below: materialized
+        keep: list[Tensor | NodeRef] = [loss, *(w.grad for w in wrt if w.id in reached)]
         c.compile([loss.forward_all(), loss.backprop], keep=keep)()
         infer_shapes(*(w for w in wrt if w.id not in reached))
         grads = [c.get(w.grad) if w.id in reached else _np.zeros(w.dims(), c.dtype)

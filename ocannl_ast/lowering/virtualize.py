@@ -259,11 +259,9 @@ def _in_place(u: Stmt) -> bool:
 
 def _word_read(u: Stmt, bid: int) -> bool:
     """Whether the unit reads buffer `bid` where a uint4x32 word is expected."""
-    for x in _stmts(u):
-        if isinstance(x, SetFromVec) or (isinstance(x, SetCell) and x.buffer.uint4x32):
-            if any(g.buffer.id == bid for e in _stmt_exprs(x) for g in _gets(e)):
-                return True
-    return False
+    return any(any(g.buffer.id == bid for e in _stmt_exprs(x) for g in _gets(e))
+               for x in _stmts(u)
+               if isinstance(x, SetFromVec) or (isinstance(x, SetCell) and x.buffer.uint4x32))
 
 
 def _cells(buf: Buffer) -> int:

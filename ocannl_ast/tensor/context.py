@@ -342,8 +342,11 @@ class Routine:
             missing = self.needs - self.ctx.available
             if missing:
                 names = ", ".join(f"'{b.name}'" for b in self.prog.buffers if b.id in missing)
+                inline = sorted({self.ctx.virtual[b] for b in missing if b in self.ctx.virtual})
+                why = (f"; routine(s) {', '.join(inline)} computed it inline (virtualized) "
+                       "and now keep it: run them again first" if inline else "")
                 raise RuntimeDataError(f"{names} has no value: set it with ctx.set(...) before "
-                                       "running code that reads it", user_span())
+                                       f"running code that reads it{why}", user_span())
             if self.stale:
                 self._build()
             self.compiled(self.arrays, statics)

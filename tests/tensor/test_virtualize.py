@@ -90,7 +90,7 @@ def test_moons_step_renders_fewer_buffers(monkeypatch: pytest.MonkeyPatch) -> No
 
 def test_moons_matches_numpy_reference() -> None:
     """The virtualized step's loss against the same MLP written in NumPy."""
-    code, params, named = _moons(batch=10, n=20, seed=3)
+    code, _, named = _moons(batch=10, n=20, seed=3)
     ctx = oc.Context(precision="float64")
     step = ctx.compile(code)
     w1, b1, w2, b2, w3, b3 = named["inits"]
@@ -104,7 +104,7 @@ def test_moons_matches_numpy_reference() -> None:
 
 
 def test_get_of_an_inlined_intermediate_errors_then_is_kept() -> None:
-    code, params, named = _moons()
+    code, _, named = _moons()
     ctx = oc.Context(precision="float64")
     step = ctx.compile(code)
     src_before = step.prog
@@ -119,7 +119,7 @@ def test_get_of_an_inlined_intermediate_errors_then_is_kept() -> None:
 
 
 def test_keep_materializes_from_the_first_run(mode: str) -> None:
-    code, params, named = _moons()
+    code, _, named = _moons()
     ctx = oc.Context(precision="float64")
     step = ctx.compile(code, keep=[named["margin"], named["pre1"].grad])
     step(0)
@@ -197,11 +197,15 @@ def test_a_constant_set_before_compiling_is_not_folded() -> None:
     np.testing.assert_array_equal(ctx.get(y), [5.0, 10.0])
 
 
+def _twice(t: oc.Tensor) -> oc.Tensor:
+    return t * t + t
+
+
 CASES: dict[str, Callable[[oc.Tensor, oc.Tensor], oc.Tensor]] = {
     "chain": lambda a, b: oc.exp(oc.tanh(a * b + 1.0) - 0.5),
     "broadcast": lambda a, b: oc.relu(a + oc.einsum("ij=>j", b)) * 2.0,
     "bias_rows": lambda a, b: oc.relu(oc.einsum("ij;i=>ij", a, oc.einsum("ij=>i", b))) - a,
-    "read_twice": lambda a, b: (lambda t: t * t + t)(a - b),
+    "read_twice": lambda a, b: _twice(a - b),
     "reduction_of_pointwise": lambda a, b: oc.einsum("ij=>i", oc.sin(a) * b),
     "matmul_of_pointwise": lambda a, b: oc.einsum("ij;kj=>ik", oc.relu(a), b + 3.0),
     "max_pool_like": lambda a, b: oc.einsum_max("ij=>i", a * b - 1.0),
@@ -243,3 +247,24 @@ def test_sweep_grads_against_finite_differences() -> None:
         if case == "max_pool_like":
             continue  # ties make finite differences of a max unreliable
         oc.testing.check_grads(lambda a, b, fn=fn: _sum_all(fn(a, b)), [av, bv])
+
+
+def test_backward_compiled_after_forward_ran_errors_then_recovers() -> None:
+    xv = np.linspace(-2, 2, 6).reshape(2, 3)
+    wv = np.arange(12.0).reshape(4, 3) / 7
+    x = oc.ndarray(xv, batch_axes=1, label="x")
+    w = oc.param("w", input_dims=[3], output_dims=[4], init=wv)
+    loss = oc.einsum("b|o=>", oc.exp(oc.tanh(w @ x + 0.5)))
+    ctx = oc.Context(precision="float64")
+    fwd = ctx.compile(loss.forward)
+    fwd()
+    bwd = ctx.compile(loss.backprop)
+    assert fwd.virtual & bwd.needs  # e.g. tanh's result, read by its derivative
+    with pytest.raises(oc.RuntimeDataError, match="virtualized"):
+        bwd()
+    fwd()  # recompiled: keeps what bwd reads
+    bwd()
+    hv = np.tanh(np.einsum("oi,bi->bo", wv, xv) + 0.5)
+    gw = np.einsum("bo,bi->oi", np.exp(hv) * (1 - hv ** 2), xv)
+    np.testing.assert_allclose(ctx.get(w.grad), gw, rtol=1e-12)
+    assert fwd.virtual.isdisjoint(bwd.needs)
