@@ -24,6 +24,7 @@ from .tensor import validate as _validate
 from .tensor.adam import adam_update
 from .tensor.context import Context, Routine, default_context, set_seed
 from .tensor.context import as_code as _as_code
+from .tensor.escape import user_held as _user_held
 from .tensor.leaves import batch, ndarray, node, number, param, term
 from .tensor.node import Code, NodeRef, Tensor, no_grad
 from .tensor.ops import (
@@ -122,7 +123,9 @@ def _context(ctx: Context | None, backend: str, precision: str | None) -> Contex
 def render(code: Any, *, backend: str = "c", precision: str = "float32") -> str:
     """The C (or CUDA) source that compiling `code` would build; needs no GPU."""
     render_backend = _validate.backend(backend, precision)
-    return _render(_as_code(code), render_backend, _Options("routine", _Precision(precision)))
+    held = frozenset(b for t in _user_held() for b in (2 * t, 2 * t + 1))
+    return _render(_as_code(code), render_backend,
+                   _Options("routine", _Precision(precision), keep=held))
 
 
 __all__ = [

@@ -18,6 +18,7 @@ from ..lowering.loop_ir import BinOp, Buffer, LoopProgram, Precision, cell_elems
 from ..lowering.threefry import threefry4x32
 from . import pipeline, validate
 from .node import BUFFER_MARGINS, Code, FetchItem, Init, NodeRef, Tensor, concat
+from .escape import user_held
 from .pipeline import held_out, init_deps
 from .random_init import random_init
 
@@ -167,8 +168,9 @@ class Context:
     def compile(self, code: Any, *, name: str | None = None,
                 keep: Sequence[Tensor | NodeRef] = ()) -> Routine:
         """One backend routine for the whole code sequence. Intermediates it reads once
-        are computed inline (virtualized) unless in `keep` (values, or `t.grad`), read by
-        another routine of this context, or already read with `get` here."""
+        are computed inline (virtualized) unless the caller holds them (`tensor.escape`),
+        they are in `keep` (values, or `t.grad`), another routine of this context reads
+        them, or `get` read them here."""
         validate.check_str("Context.compile", "name", name, optional=True)
         for k in keep:
             validate.check_tensor("Context.compile", "keep", k, refs=True)
@@ -176,7 +178,8 @@ class Context:
             code = as_code(code)
             pipeline.close_tensors([_ref_of(k).tensor for k in keep])
             self.escaping.update(_ref_of(k).buffer().id for k in keep)
-            routine = Routine(self, code, name or f"routine_{next(_routine_ids)}")
+            held = frozenset(b for t in user_held() for b in (2 * t, 2 * t + 1))
+            routine = Routine(self, code, name or f"routine_{next(_routine_ids)}", held)
             self.escaping.update(routine.needs)
             for r in self.routines:
                 if routine.needs & r.virtual:
@@ -191,9 +194,11 @@ class Context:
         out = self.lowered(as_code(code), name or f"routine_{next(_routine_ids)}")
         return out.prog, out.asgn, out.held_out
 
-    def lowered(self, code: Code, name: str) -> pipeline.Lowered:
-        """The pipeline's output for `code`, keeping what this context must keep."""
-        opts = pipeline.Options(name, self.precision, keep=frozenset(self.escaping),
+    def lowered(self, code: Code, name: str, keep: frozenset[int] = frozenset()
+                ) -> pipeline.Lowered:
+        """The pipeline's output for `code`, keeping what this context must keep and the
+        buffers in `keep`."""
+        opts = pipeline.Options(name, self.precision, keep=frozenset(self.escaping) | keep,
                                 no_fold=frozenset(self.user_set))
         return pipeline.run(code, opts)
 
@@ -297,15 +302,17 @@ def _is_term(t: Tensor) -> bool:
 class Routine:
     """A compiled routine: call it (with static arguments by name or position) to run."""
 
-    def __init__(self, ctx: Context, code: Code, name: str) -> None:
+    def __init__(self, ctx: Context, code: Code, name: str,
+                 held: frozenset[int] = frozenset()) -> None:
         self.ctx = ctx
         self.code = code
         self.name = name
+        self.held = held  #: buffer ids of the tensors the caller held when compiling
         self._build()
 
     def _build(self) -> None:
         """Lower and compile the code, keeping what the context must keep."""
-        out = self.ctx.lowered(self.code, self.name)
+        out = self.ctx.lowered(self.code, self.name, self.held)
         self.prog = out.prog
         self.compiled = self.ctx.backend.compile(out.prog)
         self.held_out = out.held_out

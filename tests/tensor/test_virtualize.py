@@ -103,19 +103,52 @@ def test_moons_matches_numpy_reference() -> None:
     assert float(ctx.get(named["loss"]).reshape(-1)[0]) == pytest.approx(ref, rel=1e-12)
 
 
-def test_get_of_an_inlined_intermediate_errors_then_is_kept() -> None:
+def _unheld_step(ctx: oc.Context) -> tuple[oc.Routine, oc.Tensor]:
+    """A training step whose intermediates only the graph references (nothing held)."""
     code, _, named = _moons()
+    loss = named["loss"]
+    del named
+    return ctx.compile(code), loss
+
+
+def _margin(loss: oc.Tensor) -> oc.Tensor:
+    """relu(1 - y * out): the only relu of one output axis."""
+    return next(t for t in loss.subgraph() if t.label == "relu" and t.dims() == (20, 1))
+
+
+def test_get_of_an_unheld_inlined_intermediate_errors_then_is_kept(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     ctx = oc.Context(precision="float64")
-    step = ctx.compile(code)
-    src_before = step.prog
+    step, loss = _unheld_step(ctx)
     step(0)
+    margin = _margin(loss)  # read once, by the loss's sum: virtualized
     with pytest.raises(oc.RuntimeDataError, match="computed inline"):
-        ctx.get(named["margin"])  # read once by the loss's sum: virtualized
-    step(1)  # recompiled keeping it
-    assert step.prog is not src_before
-    margin = ctx.get(named["margin"])
-    # the same value an un-virtualized eval computes with the params before step(1)'s update
-    assert margin.shape == (20, 1) and np.all(margin >= 0)
+        ctx.get(margin)
+    before = step.prog
+    step(1)  # recompiled, keeping it
+    assert step.prog is not before
+    got = ctx.get(margin)
+    _set_mode(monkeypatch, False)
+    ref_ctx = oc.Context(precision="float64")
+    ref_step, ref_loss = _unheld_step(ref_ctx)
+    ref_step(0)
+    ref_step(1)
+    assert np.array_equal(got, ref_ctx.get(_margin(ref_loss)))
+
+
+def test_user_held_intermediates_stay_readable(monkeypatch: pytest.MonkeyPatch) -> None:
+    got = []
+    for on in (True, False):
+        _set_mode(monkeypatch, on)
+        code, _, named = _moons()
+        margin, pre1 = named["margin"], named["pre1"]  # held: locals of this frame
+        ctx = oc.Context()
+        step = ctx.compile(code)
+        step(0)
+        step(3)
+        got.append([ctx.get(margin), ctx.get(pre1), ctx.get(pre1.grad), ctx.get(margin.grad)])
+    for a, b in zip(*got, strict=True):
+        assert np.array_equal(a, b)
 
 
 def test_keep_materializes_from_the_first_run(mode: str) -> None:
