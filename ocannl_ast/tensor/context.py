@@ -176,8 +176,7 @@ class Context:
             validate.check_tensor("Context.compile", "keep", k, refs=True)
         with self.lock:
             code = as_code(code)
-            pipeline.close_tensors([_ref_of(k).tensor for k in keep])
-            self.escaping.update(_ref_of(k).buffer().id for k in keep)
+            self.escaping.update(_buffer_id(_ref_of(k)) for k in keep)
             held = frozenset(b for t in user_held() for b in (2 * t, 2 * t + 1))
             routine = Routine(self, code, name or f"routine_{next(_routine_ids)}", held)
             self.escaping.update(routine.needs)
@@ -272,6 +271,17 @@ class Context:
             return init.code
         raise RuntimeDataError(f"'{t.label}' has no value: set it with ctx.set(...) before "
                                "running code that reads it")
+
+
+def _buffer_id(ref: NodeRef) -> int:
+    """The id of a reference's buffer, without closing its shape (as `Tensor.buffer`)."""
+    t, kind = ref.tensor, ref.kind
+    while t.alias_of is not None:
+        t, kind = t.alias_of.tensor, (t.alias_of.kind if kind == "value" else kind)
+    if kind == "grad" and not t.diff:
+        validate.fail(ArgumentError, f"tensor '{t.label}' is not differentiable: it has no "
+                                     "grad to keep")
+    return 2 * t.id + (kind == "grad")
 
 
 def _interior(buf_id: int, dims: tuple[int, ...]) -> tuple[slice, ...]:
