@@ -8,6 +8,7 @@ may be virtualized. Input: the call stack at compile time. Output: tensor ids.
 from __future__ import annotations
 
 import sys
+import sysconfig
 from collections.abc import Iterator
 from types import FrameType, FunctionType, ModuleType
 from typing import Any
@@ -17,14 +18,24 @@ from .node import NodeRef, Tensor
 _LIBRARY = "ocannl_ast"
 
 
+#: installed code (the standard library, site-packages): its frames hold no user tensors
+_INSTALLED = tuple({p for k in ("stdlib", "platstdlib", "purelib", "platlib")
+                    if (p := sysconfig.get_paths().get(k))})
+
+
 def user_held() -> set[int]:
     """Ids of the tensors (alias targets included) the calling user frames reference."""
     out: set[int] = set()
+    seen_globals: set[int] = set()
     frame: FrameType | None = sys._getframe(1)
     while frame is not None:
-        name = str(frame.f_globals.get("__name__", ""))
-        if name != _LIBRARY and not name.startswith(_LIBRARY + "."):
-            for v in (*frame.f_locals.values(), *_module_values(frame)):
+        if _is_user(frame):
+            values = list(frame.f_locals.values())
+            if id(frame.f_globals) not in seen_globals:
+                seen_globals.add(id(frame.f_globals))
+                if frame.f_globals is not frame.f_locals:
+                    values.extend(frame.f_globals.values())
+            for v in values:
                 for t in _tensors(v, 2):
                     out.add(t.id)
                     out.add(t.base().id)
@@ -32,12 +43,13 @@ def user_held() -> set[int]:
     return out
 
 
-def _module_values(frame: FrameType) -> list[Any]:
-    """The frame's module-level variables (once per frame; no module globals for a
-    frame that is itself module-level, whose locals are those globals)."""
-    if frame.f_locals is frame.f_globals:
-        return []
-    return list(frame.f_globals.values())
+def _is_user(frame: FrameType) -> bool:
+    """Not this library's frame, nor installed code's (pytest, runpy, ...)."""
+    name = str(frame.f_globals.get("__name__", ""))
+    if name == _LIBRARY or name.startswith(_LIBRARY + "."):
+        return False
+    path = frame.f_code.co_filename
+    return not (path.startswith("<frozen") or path.startswith(_INSTALLED))
 
 
 def _tensors(v: Any, depth: int) -> Iterator[Tensor]:
