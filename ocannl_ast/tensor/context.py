@@ -17,8 +17,8 @@ from ..lowering import assignments as A
 from ..lowering.loop_ir import BinOp, Buffer, LoopProgram, Precision, cell_elems
 from ..lowering.threefry import threefry4x32
 from . import pipeline, validate
-from .node import BUFFER_MARGINS, Code, FetchItem, Init, NodeRef, Tensor, concat
 from .escape import user_held
+from .node import BUFFER_MARGINS, Code, FetchItem, Init, NodeRef, Tensor, concat
 from .pipeline import held_out, init_deps
 from .random_init import random_init
 
@@ -276,8 +276,8 @@ class Context:
 def _buffer_id(ref: NodeRef) -> int:
     """The id of a reference's buffer, without closing its shape (as `Tensor.buffer`)."""
     t, kind = ref.tensor, ref.kind
-    while t.alias_of is not None:
-        t, kind = t.alias_of.tensor, (t.alias_of.kind if kind == "value" else kind)
+    while (alias := t.alias_of) is not None:
+        t, kind = alias.tensor, (alias.kind if kind == "value" else kind)
     if kind == "grad" and not t.diff:
         validate.fail(ArgumentError, f"tensor '{t.label}' is not differentiable: it has no "
                                      "grad to keep")
