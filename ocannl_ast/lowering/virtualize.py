@@ -93,6 +93,7 @@ def virtualize(prog: LoopProgram, escaping: frozenset[int], constants: Mapping[i
         virtual.add(prod.buf.id)
         notes.append(f"virtual: {prod.buf.name} (inlined into {reads} read"
                      f"{'s' if reads != 1 else ''})")
+    units = _fuse_all(units, escaping, virtual, notes)
     body_stmts = tuple(Comment(n) for n in notes) + tuple(units)
     buffers = tuple(b for b in prog.buffers if b.id not in virtual and b.id not in folded)
     out = LoopProgram(prog.name, buffers, prog.static_args, Seq(body_stmts), prog.precision)
@@ -375,3 +376,157 @@ def _map_stmt(s: Stmt, f: Callable[[Get], Expr | None]) -> Stmt:
             return s
         case _:
             assert_never(s)
+
+
+# ---- epilogue fusion: a reduction's result read once, pointwise, by the next reader -----
+
+
+def _fuse_all(units: list[Stmt], escaping: frozenset[int], virtual: set[int],
+              notes: list[str]) -> list[Stmt]:
+    """Fuse each eligible pointwise reader into the reduction whose result it reads."""
+    pos = 0
+    while pos < len(units):
+        fused = _fuse_epilogue(units, pos, escaping)
+        if fused is None:
+            pos += 1
+            continue
+        units, buf = fused
+        virtual.add(buf.id)
+        notes.append(f"virtual: {buf.name} (its reader fused into the reduction)")
+    return units
+
+
+def _reduction(u: Stmt) -> tuple[list[tuple[Symbol, int]], Seq, SetCell] | None:
+    """`for outer: {acc = init; for inner: acc = ...; buf[outer] = acc}`, or None."""
+    loops: list[tuple[Symbol, int]] = []
+    while isinstance(u, ForLoop):
+        loops.append((u.symbol, u.extent))
+        u = u.body
+    if not (isinstance(u, Seq) and len(u.stmts) >= 2 and isinstance(u.stmts[0], DeclLocal)):
+        return None
+    last = u.stmts[-1]
+    if not (isinstance(last, SetCell) and last.value == GetLocal(u.stmts[0].name)):
+        return None
+    return loops, u, last
+
+
+def _fuse_epilogue(units: list[Stmt], pos: int, escaping: frozenset[int]
+                   ) -> tuple[list[Stmt], Buffer] | None:
+    red = _reduction(units[pos])
+    if red is None:
+        return None
+    loops, block, last = red
+    cw = _cellwise(_nest_loops(loops, last))
+    buf = last.buffer
+    if cw is None or buf.id in escaping or not _single_reader(units, pos, buf.id):
+        return None
+    k = next(j for j in range(pos + 1, len(units)) if buf.id in {b.id for b in _reads(units[j])})
+    reader = _cellwise(units[k])
+    if reader is None:
+        return None
+    cell, _ = reader
+    ren = _axis_renaming(units[k], cell, buf, cw[1])
+    if ren is None or not _movable(units, pos, k, cell):
+        return None
+    sub = {c: IndexExpr(((1, p),), 0) for c, p in ren.items()}
+    acc = block.stmts[0]
+    assert isinstance(acc, DeclLocal)
+    val = _map_expr(cell.value, lambda g: GetLocal(acc.name) if g.buffer.id == buf.id else None)
+    new_last = SetCell(cell.buffer, tuple(_subst_ix(ix, sub) for ix in cell.index),
+                       _rename_syms(_subst_expr(val, sub), ren))
+    new_unit = _nest_loops(loops, Seq((*block.stmts[:-1], new_last)))
+    return [*units[:pos], new_unit, *units[pos + 1:k], *units[k + 1:]], buf
+
+
+def _nest_loops(loops: list[tuple[Symbol, int]], body: Stmt) -> Stmt:
+    for sym, n in reversed(loops):
+        body = ForLoop(sym, n, body)
+    return body
+
+
+def _single_reader(units: list[Stmt], pos: int, bid: int) -> bool:
+    """Written only by unit `pos` (which does not read it), read by exactly one later unit."""
+    if any(b.id == bid for b in _reads(units[pos])):
+        return False
+    if any(b.id == bid for j, u in enumerate(units) if j != pos for b in _writes(u)):
+        return False
+    if any(b.id == bid for u in units[:pos] for b in _reads(u)):
+        return False
+    return sum(1 for u in units[pos + 1:] if bid in {b.id for b in _reads(u)}) == 1
+
+
+def _axis_renaming(u: Stmt, cell: SetCell, buf: Buffer, p_axes: tuple[Symbol | None, ...]
+                   ) -> dict[Symbol, Symbol] | None:
+    """Reader loop symbol -> reduction loop symbol, when every read of `buf` in the reader
+    is at its own iteration's cell and the reader iterates exactly over `buf`'s cells."""
+    c_syms = set(_loop_syms(u))
+    ren: dict[Symbol, Symbol] = {}
+    gets = [g for g in _gets(cell.value) if g.buffer.id == buf.id]
+    if not gets or any(True for _ in _locals(cell.value)):
+        return None
+    for g in gets:
+        for ix, p in zip(g.index, p_axes, strict=True):
+            if p is None:
+                if ix != IndexExpr((), 0):
+                    return None
+            elif not (len(ix.terms) == 1 and ix.terms[0][0] == 1 and ix.offset == 0
+                      and ix.terms[0][1] in c_syms and ren.setdefault(ix.terms[0][1], p) == p):
+                return None
+    if set(ren) != c_syms or len(set(ren.values())) != len(ren):
+        return None
+    return ren
+
+
+def _loop_syms(u: Stmt) -> list[Symbol]:
+    out: list[Symbol] = []
+    while isinstance(u, ForLoop):
+        out.append(u.symbol)
+        u = u.body
+    return out
+
+
+def _locals(e: Expr) -> Iterator[GetLocal]:
+    match e:
+        case GetLocal():
+            yield e
+        case Unary(arg=a):
+            yield from _locals(a)
+        case Binary(lhs=a, rhs=b):
+            yield from _locals(a)
+            yield from _locals(b)
+        case Ternary(a=a, b=b, c=c):
+            for x in (a, b, c):
+                yield from _locals(x)
+        case _:
+            pass
+
+
+def _movable(units: list[Stmt], pos: int, k: int, cell: SetCell) -> bool:
+    """The reader may run inside the reduction at `pos`: nothing in between touches what it
+    writes or writes what it reads, the reduction does not read what it writes, and its
+    reads of its own output are at the written cell."""
+    out = cell.buffer.id
+    ins = {g.buffer.id for g in _gets(cell.value)}
+    for u in units[pos + 1:k]:
+        if any(b.id == out or b.id in ins for b in _writes(u)):
+            return False
+        if any(b.id == out for b in _reads(u)):
+            return False
+    if any(b.id == out for b in (*_reads(units[pos]), *_writes(units[pos]))):
+        return False
+    return all(g.index == cell.index for g in _gets(cell.value) if g.buffer.id == out)
+
+
+def _rename_syms(e: Expr, ren: Mapping[Symbol, Symbol]) -> Expr:
+    """`e` with each SymbolValue of a renamed symbol renamed."""
+    match e:
+        case SymbolValue(symbol=s) if s in ren:
+            return SymbolValue(ren[s])
+        case Unary(op=op, arg=a):
+            return Unary(op, _rename_syms(a, ren))
+        case Binary(op=op, lhs=a, rhs=b):
+            return Binary(op, _rename_syms(a, ren), _rename_syms(b, ren))
+        case Ternary(op=op, a=a, b=b, c=c):
+            return Ternary(op, *(_rename_syms(x, ren) for x in (a, b, c)))
+        case _:
+            return e

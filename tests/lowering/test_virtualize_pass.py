@@ -189,3 +189,46 @@ def test_constants_are_folded_only_when_not_written() -> None:
     written = _prog(SetCell(S, (IndexExpr((), 0),), Const(1.0)),
                     _loop(OUT, lambda ix: Get(S, (IndexExpr((), 0),))))
     assert not virtualize(written, frozenset({1, 4, 5}), {5: 2.5}).folded
+
+
+def _row_sum(write: Buffer, term: Callable[[Symbol, Symbol], Expr]) -> Stmt:
+    """write[i] = sum_k term(i, k), as a local reduction."""
+    i, k = Symbol(next(_ids), "i"), Symbol(next(_ids), "k")
+    name = f"acc{next(_ids)}"
+    step = SetLocal(name, Binary(BinOp.ADD, GetLocal(name), term(i, k)))
+    return ForLoop(i, N, Seq((DeclLocal(name, Const(0.0)), ForLoop(k, N, step),
+                              SetCell(write, (index_of(i),), GetLocal(name)))))
+
+
+def _outer(a: Buffer, b: Buffer) -> Callable[[Symbol, Symbol], Expr]:
+    return lambda i, k: Binary(BinOp.MUL, Get(a, (index_of(k),)), Get(b, (index_of(i),)))
+
+
+def test_pointwise_reader_is_fused_into_the_reduction() -> None:
+    prog = _prog(_row_sum(T, _outer(A, B)),
+                 _loop(OUT, lambda ix: Unary(UnOp.TANH, Binary(BinOp.ADD, Get(T, ix),
+                                                              Get(B, ix)))))
+    _check(prog, {1, 2, 4}, {3})
+
+
+def test_fusion_refused_when_the_reduction_reads_the_readers_output() -> None:
+    prog = _prog(_row_sum(T, _outer(OUT, B)), _loop(OUT, _get(T)))
+    _check(prog, {2, 4}, set())
+
+
+def test_fusion_refused_when_an_input_changes_in_between() -> None:
+    prog = _prog(_row_sum(T, _outer(A, B)), _loop(B, lambda ix: Const(7.0)),
+                 _loop(OUT, lambda ix: Binary(BinOp.ADD, Get(T, ix), Get(B, ix))))
+    _check(prog, {1, 2, 4}, set())
+
+
+def test_fusion_refused_for_broadcast_or_second_reads() -> None:
+    i, j = Symbol(next(_ids), "i"), Symbol(next(_ids), "j")
+    m = Buffer(6, "m", (3, N))
+    bcast = _prog(_row_sum(T, _outer(A, B)),
+                  ForLoop(i, 3, ForLoop(j, N, SetCell(m, (index_of(i), index_of(j)),
+                                                      Get(T, (index_of(j),))))))
+    _check(bcast, {1, 2, 6}, set())
+    twice = _prog(_row_sum(T, _outer(A, B)), _loop(OUT, _get(T)),
+                  _loop(A, lambda ix: Binary(BinOp.MUL, Get(T, ix), Const(2.0))))
+    _check(twice, {1, 2, 4}, set())
