@@ -83,7 +83,7 @@ def test_moons_step_renders_fewer_buffers(monkeypatch: pytest.MonkeyPatch) -> No
     _set_mode(monkeypatch, False)
     code, _, _ = _moons()
     off = oc.render(code)
-    assert "/* virtual:" in on and "/* constant:" in on
+    assert "/* virtual:" in on and "/* constant:" in on and "fused into the reduction" in on
     assert "virtual:" not in off and "constant:" not in off
     assert _n_buffers(off) >= 60 and _n_buffers(on) <= _n_buffers(off) - 20
 
@@ -242,6 +242,7 @@ CASES: dict[str, Callable[[oc.Tensor, oc.Tensor], oc.Tensor]] = {
     "reduction_of_pointwise": lambda a, b: oc.einsum("ij=>i", oc.sin(a) * b),
     "matmul_of_pointwise": lambda a, b: oc.einsum("ij;kj=>ik", oc.relu(a), b + 3.0),
     "max_pool_like": lambda a, b: oc.einsum_max("ij=>i", a * b - 1.0),
+    "reduction_then_pointwise": lambda a, b: oc.tanh(oc.einsum("ij;ij=>i", a, b) + 1.0),
 }
 
 
