@@ -25,6 +25,7 @@ from .tensor import validate as _validate
 from .tensor.adam import adam_update
 from .tensor.context import Context, Routine, default_context, set_seed
 from .tensor.context import as_code as _as_code
+from .tensor.escape import user_held as _user_held
 from .tensor.leaves import batch, ndarray, node, number, param, term
 from .tensor.node import Code, NodeRef, Tensor, no_grad
 from .tensor.ops import (
@@ -103,8 +104,9 @@ def value_and_grad(loss: Tensor, wrt: list[Tensor] | Tensor, *, ctx: Context | N
     wrt = _validate.grad_args(loss, wrt)
     c = _context(ctx, backend, precision)
     with c.lock:
-        c.compile([loss.forward_all(), loss.backprop])()
         reached = {t.id for t in loss.subgraph()}
+        keep: list[Tensor | NodeRef] = [loss, *(w.grad for w in wrt if w.id in reached)]
+        c.compile([loss.forward_all(), loss.backprop], keep=keep)()
         infer_shapes(*(w for w in wrt if w.id not in reached))
         grads = [c.get(w.grad) if w.id in reached else _np.zeros(w.dims(), c.dtype)
                  for w in wrt]
@@ -123,7 +125,9 @@ def _context(ctx: Context | None, backend: str, precision: str | None) -> Contex
 def render(code: Any, *, backend: str = "c", precision: str = "float32") -> str:
     """The C (or CUDA) source that compiling `code` would build; needs no GPU."""
     render_backend = _validate.backend(backend, precision)
-    return _render(_as_code(code), render_backend, _Options("routine", _Precision(precision)))
+    held = frozenset(b for t in _user_held() for b in (2 * t, 2 * t + 1))
+    return _render(_as_code(code), render_backend,
+                   _Options("routine", _Precision(precision), keep=held))
 
 
 __all__ = [

@@ -18,6 +18,7 @@ from ..lowering import assignments as A
 from ..lowering.loop_ir import BinOp, Buffer, LoopProgram, Precision, cell_elems
 from ..lowering.threefry import threefry4x32
 from . import checkpoint, pipeline, validate
+from .escape import user_held
 from .node import BUFFER_MARGINS, Code, FetchItem, Init, NodeRef, Tensor, concat
 from .pipeline import held_out, init_deps
 from .random_init import random_init
@@ -78,6 +79,12 @@ class Context:
         self._evals: dict[int, Routine | None] = {}  #: tensor id -> its eval routine
         #: what `save`/`load` checkpoint: params and persistent nodes of routines compiled here
         self.holdings: dict[int, Tensor] = {}
+        #: buffer id -> name of a routine that computes it inline (virtualized, no buffer)
+        self.virtual: dict[int, str] = {}
+        self.escaping: set[int] = set()  #: buffer ids to keep materialized in new routines
+        self.folded: dict[int, str] = {}  #: constant buffer id -> a routine that folded it
+        self.user_set: set[int] = set()  #: buffer ids set by ctx.set (never folded)
+        self.routines: list[Routine] = []  #: the routines compiled here (for recompiling)
 
     # ---- host data ---------------------------------------------------------------------
 
@@ -104,6 +111,13 @@ class Context:
         with self.lock:
             pipeline.close_tensors([ref.tensor])
             buf = ref.buffer()
+            if buf.id not in self.available and buf.id in self.virtual:
+                self.materialize(buf.id)
+                raise RuntimeDataError(
+                    f"'{ref.tensor.label}' ({ref.kind}) was computed inline by routine "
+                    f"'{self.virtual[buf.id]}' (virtualized: it has no buffer there); it is "
+                    "kept from that routine's next run on. To read it from the first run, "
+                    "compile with keep=[...] or set OCANNL_AST_VIRTUALIZE=0", user_span())
             if buf.id not in self.available:
                 raise RuntimeDataError(f"'{ref.tensor.label}' ({ref.kind}) has no value in "
                                        "this context: nothing set or computed it yet", user_span())
@@ -125,6 +139,11 @@ class Context:
             if arr.shape != dims:
                 raise RuntimeDataError(f"'{ref.tensor.label}' has dims {dims}, got data "
                                        f"of shape {arr.shape}", user_span())
+            if buf.id in self.folded:
+                raise RuntimeDataError(f"'{ref.tensor.label}' is a constant folded into "
+                                       f"routine '{self.folded[buf.id]}': make it a param or "
+                                       "oc.term to set it", user_span())
+            self.user_set.add(buf.id)
             self.array(buf)[_interior(buf.id, buf.dims)] = arr
             self.backend.host_written(self.array(buf))
             self.available.add(buf.id)
@@ -137,7 +156,8 @@ class Context:
         with self.lock:
             if tensor.id not in self._evals:
                 code = tensor.forward_all()
-                self._evals[tensor.id] = (self.compile(code, name=f"eval_{tensor.id}")
+                self._evals[tensor.id] = (self.compile(code, name=f"eval_{tensor.id}",
+                                                       keep=[tensor])
                                           if code.items else None)
             routine = self._evals[tensor.id]
             if routine is not None:
@@ -149,13 +169,26 @@ class Context:
 
     # ---- compiling -----------------------------------------------------------------------
 
-    def compile(self, code: Any, *, name: str | None = None) -> Routine:
-        """One backend routine for the whole code sequence."""
+    def compile(self, code: Any, *, name: str | None = None,
+                keep: Sequence[Tensor | NodeRef] = ()) -> Routine:
+        """One backend routine for the whole code sequence. Intermediates it reads once
+        are computed inline (virtualized) unless the caller holds them (`tensor.escape`),
+        they are in `keep` (values, or `t.grad`), another routine of this context reads
+        them, or `get` read them here."""
         validate.check_str("Context.compile", "name", name, optional=True)
+        for k in keep:
+            validate.check_tensor("Context.compile", "keep", k, refs=True)
         with self.lock:
-            prog, asgn, held = self.lower_code(code, name=name)
-            routine = Routine(self, prog, self.backend.compile(prog), asgn, held)
-            self.holdings.update((t.id, t) for t in checkpoint.held(held))
+            code = as_code(code)
+            self.escaping.update(_buffer_id(_ref_of(k)) for k in keep)
+            held = frozenset(b for t in user_held() for b in (2 * t, 2 * t + 1))
+            routine = Routine(self, code, name or f"routine_{next(_routine_ids)}", held)
+            self.escaping.update(routine.needs)
+            for r in self.routines:
+                if routine.needs & r.virtual:
+                    r.stale = True  # recompiled, keeping what this routine reads
+            self.routines.append(routine)
+            self.holdings.update((t.id, t) for t in checkpoint.held(routine.held_out))
             return routine
 
     # ---- checkpoints -------------------------------------------------------------------
@@ -175,10 +208,24 @@ class Context:
     def lower_code(self, code: Any, *, name: str | None = None
                    ) -> tuple[LoopProgram, A.Asgn, list[Tensor]]:
         """Run the compile pipeline (`tensor.pipeline`): close shapes, derive projections,
-        build and simplify the assignments, lower to loop IR, bind static arguments."""
-        opts = pipeline.Options(name or f"routine_{next(_routine_ids)}", self.precision)
-        out = pipeline.run(as_code(code), opts)
+        build and simplify the assignments, lower to loop IR, virtualize, bind statics."""
+        out = self.lowered(as_code(code), name or f"routine_{next(_routine_ids)}")
         return out.prog, out.asgn, out.held_out
+
+    def lowered(self, code: Code, name: str, keep: frozenset[int] = frozenset()
+                ) -> pipeline.Lowered:
+        """The pipeline's output for `code`, keeping what this context must keep and the
+        buffers in `keep`."""
+        opts = pipeline.Options(name, self.precision, keep=frozenset(self.escaping) | keep,
+                                no_fold=frozenset(self.user_set))
+        return pipeline.run(code, opts)
+
+    def materialize(self, buf_id: int) -> None:
+        """Keep a buffer from now on: the routines that virtualized it are recompiled."""
+        self.escaping.add(buf_id)
+        for r in self.routines:
+            if buf_id in r.virtual:
+                r.stale = True
 
     def ensure_initialized(self, tensors: Sequence[Tensor]) -> None:
         """Initialize the held-out tensors not yet initialized in this context, after
@@ -245,6 +292,17 @@ class Context:
                                "running code that reads it")
 
 
+def _buffer_id(ref: NodeRef) -> int:
+    """The id of a reference's buffer, without closing its shape (as `Tensor.buffer`)."""
+    t, kind = ref.tensor, ref.kind
+    while (alias := t.alias_of) is not None:
+        t, kind = alias.tensor, (alias.kind if kind == "value" else kind)
+    if kind == "grad" and not t.diff:
+        validate.fail(ArgumentError, f"tensor '{t.label}' is not differentiable: it has no "
+                                     "grad to keep")
+    return 2 * t.id + (kind == "grad")
+
+
 def _interior(buf_id: int, dims: tuple[int, ...]) -> tuple[slice, ...]:
     """The logical (unpadded) part of a buffer of these dims: users see unpadded values."""
     m = BUFFER_MARGINS.get(buf_id)
@@ -273,17 +331,31 @@ def _is_term(t: Tensor) -> bool:
 class Routine:
     """A compiled routine: call it (with static arguments by name or position) to run."""
 
-    def __init__(self, ctx: Context, prog: LoopProgram, compiled: Any, asgn: A.Asgn,
-                 held_out: list[Tensor]) -> None:
+    def __init__(self, ctx: Context, code: Code, name: str,
+                 held: frozenset[int] = frozenset()) -> None:
         self.ctx = ctx
-        self.prog = prog
-        self.compiled = compiled
-        self.held_out = held_out
-        reads, writes = read_write_sets(asgn)
+        self.code = code
+        self.name = name
+        self.held = held  #: buffer ids of the tensors the caller held when compiling
+        self._build()
+
+    def _build(self) -> None:
+        """Lower and compile the code, keeping what the context must keep."""
+        out = self.ctx.lowered(self.code, self.name, self.held)
+        self.prog = out.prog
+        self.compiled = self.ctx.backend.compile(out.prog)
+        self.held_out = out.held_out
+        reads, writes = read_write_sets(out.asgn)
         self.needs = reads
-        self.writes = writes
-        self.arrays = [ctx.array(b) for b in prog.buffers]
-        self.static_names = [s.name for s in prog.static_args]
+        self.virtual = out.virtual  #: buffers computed inline: no value after a run
+        self.writes = writes - out.virtual
+        self.stale = False  #: recompile before the next run (something must be kept)
+        for b in out.virtual:
+            self.ctx.virtual[b] = self.name
+        for b in out.folded:
+            self.ctx.folded[b] = self.name
+        self.arrays = [self.ctx.array(b) for b in self.prog.buffers]
+        self.static_names = [s.name for s in self.prog.static_args]
 
     def _statics(self, args: tuple[int, ...], kwargs: dict[str, int]) -> list[int]:
         vals = list(args)
@@ -306,15 +378,28 @@ class Routine:
             missing = self.needs - self.ctx.available
             if missing:
                 names = ", ".join(f"'{b.name}'" for b in self.prog.buffers if b.id in missing)
+                inline = sorted({self.ctx.virtual[b] for b in missing if b in self.ctx.virtual})
+                why = (f"; routine(s) {', '.join(inline)} computed it inline (virtualized) "
+                       "and now keep it: run them again first" if inline else "")
                 raise RuntimeDataError(f"{names} has no value: set it with ctx.set(...) before "
-                                       "running code that reads it", user_span())
+                                       f"running code that reads it{why}", user_span())
+            if self.stale:
+                self._build()
             self.compiled(self.arrays, statics)
-            self.ctx.available |= self.writes
+            self._ran()
 
     def run_unchecked(self) -> None:
         with self.ctx.lock:
+            if self.stale:
+                self._build()
             self.compiled(self.arrays, [])
-            self.ctx.available |= self.writes
+            self._ran()
+
+    def _ran(self) -> None:
+        """After a run: what it wrote is available, what it computed inline is not (an
+        older value would be stale)."""
+        self.ctx.available |= self.writes
+        self.ctx.available -= self.virtual
 
 
 def read_write_sets(asgn: A.Asgn) -> tuple[set[int], set[int]]:

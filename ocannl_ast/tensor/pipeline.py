@@ -1,11 +1,12 @@
 """The compile pipeline, read top to bottom: Code -> close shapes -> projections ->
-assignments IR -> simplify -> loop IR -> bind static arguments -> (verify) -> a backend
+assignments IR -> simplify -> loop IR -> virtualize -> bind static arguments -> (verify) -> a backend
 renders or compiles it. Each pass is a function from one IR to the next; `STAGES` lists
 them in order; with OCANNL_AST_CHECK=1 each stage's output is verified before the next.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -23,12 +24,14 @@ from ..lowering.loop_ir import IndexExpr, LoopProgram, Precision
 from ..lowering.loop_verify import verify_program
 from ..lowering.lower import NEUTRAL, free_symbols, lower
 from ..lowering.simplify import fold_zero_fills
+from ..lowering.virtualize import virtualize, written_buffers
 from .node import (
     AccumItem,
     CheckItem,
     Code,
     EmbedDim,
     FetchItem,
+    Init,
     Item,
     NodeRef,
     OpRecord,
@@ -46,6 +49,15 @@ class Options:
 
     name: str  #: the routine's name
     precision: Precision = Precision.FLOAT32
+    #: inline single-use pointwise intermediates and fold constants (None: the
+    #: OCANNL_AST_VIRTUALIZE environment variable, on unless it is "0")
+    virtualize: bool | None = None
+    #: buffer ids that stay materialized besides the held-out tensors' (the caller's reads)
+    keep: frozenset[int] = frozenset()
+    #: buffer ids of constants not to fold (their values were set by the caller)
+    no_fold: frozenset[int] = frozenset()
+    #: buffer id -> value of the constants to fold (`run` adds the number constants)
+    constants: tuple[tuple[int, float], ...] = ()
 
 
 # ---- pass 1: close shapes (Code -> Code) -------------------------------------------------
@@ -264,7 +276,39 @@ def lower_loops(asgn: A.Asgn, opts: Options) -> LoopProgram:
     return lower(asgn, opts.name, precision=opts.precision)
 
 
-# ---- pass 6: bind static arguments (LoopProgram -> LoopProgram) ---------------------------
+# ---- pass 6: virtualize (LoopProgram -> LoopProgram) -------------------------------------
+
+def virtualizing(opts: Options) -> bool:
+    """Whether to virtualize: the option, else OCANNL_AST_VIRTUALIZE (on unless "0")."""
+    if opts.virtualize is not None:
+        return opts.virtualize
+    return os.environ.get("OCANNL_AST_VIRTUALIZE", "1") != "0"
+
+
+def virtualize_loops(prog: LoopProgram, opts: Options) -> LoopProgram:
+    """Inline single-use pointwise intermediates and fold scalar constants
+    (`lowering.virtualize`); the buffers in `opts.keep` stay materialized."""
+    if not virtualizing(opts):
+        return prog
+    return virtualize(prog, opts.keep, dict(opts.constants)).prog
+
+
+def with_escaping(code: Code, opts: Options) -> Options:
+    """`opts` keeping every held-out tensor's buffers (params, their grads, optimizer
+    state, data) and folding the number constants (`oc.number`, literals) not in
+    `opts.no_fold`."""
+    keep = set(opts.keep)
+    constants: dict[int, float] = dict(opts.constants)
+    for t in held_out(code.tensors()):
+        keep.update((2 * t.id, 2 * t.id + 1))  # its value and grad buffers
+        if t.init is Init.CONST and isinstance(t.init_value, float) and 2 * t.id not in \
+                opts.no_fold:
+            constants[2 * t.id] = t.init_value
+    return dataclasses.replace(opts, keep=frozenset(keep),
+                               constants=tuple(sorted(constants.items())))
+
+
+# ---- pass 7: bind static arguments (LoopProgram -> LoopProgram) ---------------------------
 
 def bind_statics(prog: LoopProgram, opts: Options) -> LoopProgram:
     """The symbols no loop binds are the routine's static arguments, in creation order."""
@@ -294,6 +338,7 @@ STAGES: tuple[Stage, ...] = (
     Stage("assignments", to_assignments, verify_asgn),          # ProjectedCode -> Asgn
     Stage("simplify", simplify, verify_asgn),                   # Asgn -> Asgn
     Stage("lower", lower_loops),                                # Asgn -> LoopProgram
+    Stage("virtualize", virtualize_loops),                      # LoopProgram -> LoopProgram
     Stage("bind_statics", bind_statics, _verify_loops),         # LoopProgram -> LoopProgram
 )
 
@@ -307,6 +352,8 @@ class Lowered:
     asgn: A.Asgn
     held_out: list[Tensor]
     trace: tuple[tuple[str, Any], ...]  #: each stage's name and output, in order
+    virtual: frozenset[int] = frozenset()  #: buffers virtualized (computed inline)
+    folded: frozenset[int] = frozenset()  #: constant buffers folded into expressions
 
 
 def checking() -> bool:
@@ -319,13 +366,18 @@ def run(code: Code, opts: Options) -> Lowered:
     trace: list[tuple[str, Any]] = []
     ir: Any = code
     with lowering_lock:
+        opts = with_escaping(code, opts)
         for stage in STAGES:
             ir = stage.run(ir, opts)
             if stage.verify is not None and checking():
                 stage.verify(ir)
             trace.append((stage.name, ir))
     out = dict(trace)
-    return Lowered(out["bind_statics"], out["simplify"], held_out(code.tensors()), tuple(trace))
+    lowered, final = out["lower"], out["bind_statics"]
+    gone = {b.id for b in lowered.buffers} - {b.id for b in final.buffers}
+    virtual = gone & written_buffers(lowered.body)
+    return Lowered(final, out["simplify"], held_out(code.tensors()), tuple(trace),
+                   frozenset(virtual), frozenset(gone - virtual))
 
 
 def render(code: Code, backend: Any, opts: Options) -> str:

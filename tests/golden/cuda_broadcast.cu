@@ -6,10 +6,11 @@ typedef long long int64_t;
 #define NAN __int_as_float(0x7fc00000)
 
 /* kernel 0: 6 threads */
-extern "C" __global__ void routine_k0(float* __restrict__ mul, float* __restrict__ s, float* __restrict__ m, int* ocannl_err) {
+/* constant: s = 2 */
+extern "C" __global__ void routine_k0(float* __restrict__ mul, float* __restrict__ m, int* ocannl_err) {
   for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 6LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
     const long long i0 = ocannl_t / 3;
     const long long i1 = ocannl_t % 3;
-    mul[3*i0 + i1] = s[0] * m[3*i0 + i1];
+    mul[3*i0 + i1] = 2.0f * m[3*i0 + i1];
   }
 }
