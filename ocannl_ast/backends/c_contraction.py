@@ -52,9 +52,10 @@ from ocannl_ast.lowering.loop_ir import (
     Stmt,
     Symbol,
 )
+from ocannl_ast.lowering.virtualize import CONTRACTION_MIN_WORK
 
 #: Smallest multiply-add count (M*N*K of one call) rendered as a kernel call.
-MIN_WORK = 32 * 32 * 32
+MIN_WORK = CONTRACTION_MIN_WORK  #: one threshold with the lowering's epilogue fusion
 #: Smallest M, N and K of a kernel call (a matrix-vector product stays a loop nest).
 MIN_EXTENT = 4
 #: Smallest multiply-add count of one call that is shared between threads.

@@ -380,6 +380,22 @@ def _map_stmt(s: Stmt, f: Callable[[Get], Expr | None]) -> Stmt:
 
 # ---- epilogue fusion: a reduction's result read once, pointwise, by the next reader -----
 
+#: Reductions doing at least this many multiply-adds are not fused: the C backend runs them
+#: as packed contraction kernels (`backends.c_contraction` reads this threshold), which a
+#: fused epilogue would hide from it.
+CONTRACTION_MIN_WORK = 32 * 32 * 32
+
+
+def _work(s: Stmt) -> int:
+    """Innermost statement executions of a loop nest (a bound on its multiply-adds)."""
+    match s:
+        case ForLoop(extent=n, body=body):
+            return n * _work(body)
+        case Seq(stmts=stmts):
+            return sum(_work(x) for x in stmts)
+        case _:
+            return 1
+
 
 def _fuse_all(units: list[Stmt], escaping: frozenset[int], virtual: set[int],
               notes: list[str]) -> list[Stmt]:
@@ -413,7 +429,7 @@ def _reduction(u: Stmt) -> tuple[list[tuple[Symbol, int]], Seq, SetCell] | None:
 def _fuse_epilogue(units: list[Stmt], pos: int, escaping: frozenset[int]
                    ) -> tuple[list[Stmt], Buffer] | None:
     red = _reduction(units[pos])
-    if red is None:
+    if red is None or _work(units[pos]) >= CONTRACTION_MIN_WORK:
         return None
     loops, block, last = red
     cw = _cellwise(_nest_loops(loops, last))
