@@ -74,6 +74,8 @@ class Context:
         self.available: set[int] = set()
         self.initialized: set[int] = set()
         self.lock = threading.RLock()  #: serializes init, routine calls, get/set/eval
+        #: bumped whenever an array object of `arrays` is replaced: routines re-bind theirs
+        self.arrays_epoch = 0
         self._evals: dict[int, Routine | None] = {}  #: tensor id -> its eval routine
 
     # ---- host data ---------------------------------------------------------------------
@@ -87,6 +89,7 @@ class Context:
                 new = np.zeros(buf.dims, dtype=self.dtype)
                 new[_interior(buf.id, buf.dims)] = arr
                 arr = self.arrays[buf.id] = new
+                self.arrays_epoch += 1
             if arr is None:
                 # uint4x32 cells are 16 bytes: vec_length numbers of the precision each
                 shape = ((cell_elems(buf, self.precision),) if buf.uint4x32 else buf.dims)
@@ -251,7 +254,12 @@ def _is_term(t: Tensor) -> bool:
 
 
 class Routine:
-    """A compiled routine: call it (with static arguments by name or position) to run."""
+    """A compiled routine: call it (with static arguments by name or position) to run.
+
+    The first call checks what it reads has values (initializing params first); values never
+    disappear from a context, so later calls skip that check and only re-bind the arrays
+    after the context replaced one (`Context.arrays_epoch`).
+    """
 
     def __init__(self, ctx: Context, prog: LoopProgram, compiled: Any, asgn: A.Asgn,
                  held_out: list[Tensor]) -> None:
@@ -260,10 +268,22 @@ class Routine:
         self.compiled = compiled
         self.held_out = held_out
         reads, writes = read_write_sets(asgn)
-        self.needs = reads
-        self.writes = writes
-        self.arrays = [ctx.array(b) for b in prog.buffers]
+        self.needs = frozenset(reads)
+        self.writes = frozenset(writes)
         self.static_names = [s.name for s in prog.static_args]
+        self._names = tuple(self.static_names)
+        self._ready = False  # every input has a value in ctx (stays true: values persist)
+        self._epoch = -1  # the ctx.arrays_epoch `arrays` were bound at
+        self._bind = getattr(compiled, "bind", None)  # the C backend's: bind once, then run
+        self.arrays: tuple[np.ndarray, ...] = ()
+        self._refresh()
+
+    def _refresh(self) -> None:
+        """Take the context's current arrays (and bind them, on a backend that binds)."""
+        self.arrays = tuple(self.ctx.array(b) for b in self.prog.buffers)
+        if self._bind is not None:
+            self._bind(self.arrays)
+        self._epoch = self.ctx.arrays_epoch
 
     def _statics(self, args: tuple[int, ...], kwargs: dict[str, int]) -> list[int]:
         vals = list(args)
@@ -279,22 +299,61 @@ class Routine:
         return [validate.check_static_value(self.prog.name, s.name, v)
                 for s, v in zip(self.prog.static_args, vals, strict=True)]
 
+    def _fast_statics(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """The static ints when given plainly (all positional or all by name, Python ints
+        within int64); else None, and `_statics` checks (and explains) them."""
+        if kwargs:
+            if args or len(kwargs) != len(self._names):
+                return None
+            try:
+                args = tuple([kwargs[n] for n in self._names])
+            except KeyError:
+                return None
+        elif len(args) != len(self._names):
+            return None
+        for v in args:
+            if type(v) is not int or not -_INT64 <= v < _INT64:
+                return None
+        return args
+
     def __call__(self, *args: int, **kwargs: int) -> None:
-        statics = self._statics(args, dict(kwargs))
+        statics = self._fast_statics(args, kwargs)
+        if statics is None:
+            statics = self._statics(args, dict(kwargs))
         with self.ctx.lock:
-            self.ctx.ensure_initialized(self.held_out)
-            missing = self.needs - self.ctx.available
-            if missing:
-                names = ", ".join(f"'{b.name}'" for b in self.prog.buffers if b.id in missing)
-                raise RuntimeDataError(f"{names} has no value: set it with ctx.set(...) before "
-                                       "running code that reads it", user_span())
-            self.compiled(self.arrays, statics)
-            self.ctx.available |= self.writes
+            if not self._ready:
+                self._check_inputs()
+            if self._epoch != self.ctx.arrays_epoch:
+                self._refresh()
+            if self._bind is not None:
+                self.compiled.run(statics)
+            else:
+                self.compiled(self.arrays, statics)
+            if not self._ready:
+                self.ctx.available |= self.writes
+                self._ready = True
+
+    def _check_inputs(self) -> None:
+        """Params initialized, and every buffer read before written has a value."""
+        self.ctx.ensure_initialized(self.held_out)
+        missing = self.needs - self.ctx.available
+        if missing:
+            names = ", ".join(f"'{b.name}'" for b in self.prog.buffers if b.id in missing)
+            raise RuntimeDataError(f"{names} has no value: set it with ctx.set(...) before "
+                                   "running code that reads it", user_span())
 
     def run_unchecked(self) -> None:
         with self.ctx.lock:
-            self.compiled(self.arrays, [])
+            if self._epoch != self.ctx.arrays_epoch:
+                self._refresh()
+            if self._bind is not None:
+                self.compiled.run(())
+            else:
+                self.compiled(self.arrays, [])
             self.ctx.available |= self.writes
+
+
+_INT64 = 1 << 63
 
 
 def read_write_sets(asgn: A.Asgn) -> tuple[set[int], set[int]]:

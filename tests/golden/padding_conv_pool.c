@@ -11,7 +11,7 @@ static inline float ocannl_select_f(int c, float a, float b) {
 
 static inline float ocannl_max_f(float a, float b) { return ocannl_select_f((a > b) | (a != a), a, b); }
 
-int routine(float* restrict img, float* restrict einsum, float* restrict kern, float* restrict einsum_max, float* restrict window, float* restrict einsum_1) {
+static __attribute__((noinline)) int routine_f0(float* restrict img, float* restrict einsum, float* restrict kern, float* restrict einsum_max, float* restrict window, float* restrict einsum_1) {
   /* padding: reset the margins (1+1 1+1 0+0) of img [6, 6, 2] to 0 */
   for (int64_t i0 = 0; i0 < 6; ++i0) {
     for (int64_t i1 = 0; i1 < 2; ++i1) {
@@ -91,5 +91,10 @@ int routine(float* restrict img, float* restrict einsum, float* restrict kern, f
       }
     }
   }
+  return 0;
+}
+
+int routine(float* const* bufs, const int64_t* statics) {
+  routine_f0(bufs[0], bufs[1], bufs[2], bufs[3], bufs[4], bufs[5]);
   return 0;
 }
