@@ -288,7 +288,7 @@ def _unique(name: str, taken: set[str]) -> str:
 #: functions of about this size (a bigger statement gets a function of its own), which the
 #: entry point calls in order. gcc's time grows faster than linearly in a function's size
 #: (one function per model was 13 s at 64 layers); the calls cost nanoseconds.
-FUNCTION_LINES = 160
+FUNCTION_LINES = 48
 
 
 @dataclass(frozen=True, slots=True)

@@ -76,8 +76,8 @@ class CompiledRoutine:
     Example: ``compile_c(prog)([c, a, b])`` runs ``prog`` on NumPy arrays in place.
     The C entry point takes one table of buffer pointers and one array of static ints. The
     table is built (each array checked) by `bind` and kept while the arrays stay the same:
-    a call with the bound arrays only stores the static ints and calls C. `run` calls with
-    the bound arrays; a caller that owns them (a context's `Routine`) binds once and runs.
+    a call with the bound arrays only stores the static ints and calls C. A caller that
+    owns the arrays (a context's `Routine`) binds once, then calls `run_bound`.
     """
 
     __slots__ = (
@@ -141,25 +141,34 @@ class CompiledRoutine:
         with self._lock:
             self._bind(arrays)
 
-    def run(self, static_args: Sequence[int] = ()) -> None:
-        """Call C on the bound arrays (`bind` first) with `static_args` (Python ints)."""
-        if self._bound is None or len(static_args) != self._n_static:
-            raise BackendError(f"routine {self.name}: run needs bound arrays and "
-                               f"{self._n_static} static ints")
-        with self._lock:
-            self._run(static_args)
+    def share_lock(self, lock: Any) -> None:
+        """Serialize on `lock` (re-entrant; a context's) instead of a lock of our own, so a
+        caller holding it can `run_bound` while direct calls still wait for it."""
+        self._lock = lock
 
-    def _run(self, static_args: Sequence[int]) -> None:
-        if static_args:
-            try:
-                self._statics[0:self._n_static] = static_args
-            except (TypeError, OverflowError):
-                raise BackendError(f"routine {self.name}: static arguments must be 64-bit "
-                                   f"ints, got {list(static_args)!r}") from None
+    def run_bound(self, static_args: Sequence[int]) -> None:
+        """Call C on the bound arrays with `static_args` (Python ints). The caller holds the
+        routine's lock (see `share_lock`) and has bound the arrays. A static beyond int64
+        raises OverflowError before C runs."""
+        n = self._n_static
+        if n == 1:
+            self._statics[0] = static_args[0]
+        elif n:
+            self._statics[0:n] = static_args
         code = self._fn(self._table, self._statics)
         if code != 0:
-            what = self._checks.get(code, "unknown error code")
-            raise RuntimeDataError(f"routine {self.name} failed with code {code}: {what}")
+            raise self._failed(code)
+
+    def _run(self, static_args: Sequence[int]) -> None:
+        try:
+            self.run_bound(static_args)
+        except (TypeError, OverflowError):
+            raise BackendError(f"routine {self.name}: static arguments must be 64-bit "
+                               f"ints, got {list(static_args)!r}") from None
+
+    def _failed(self, code: int) -> RuntimeDataError:
+        what = self._checks.get(code, "unknown error code")
+        return RuntimeDataError(f"routine {self.name} failed with code {code}: {what}")
 
     def _same_as_bound(self, arrays: Sequence[np.ndarray]) -> bool:
         """The bound arrays again (a new sequence of the same objects): no re-checks.

@@ -6,6 +6,7 @@ backprop, updates, @cd results). Output: callable Routines; host data as NumPy a
 from __future__ import annotations
 
 import itertools
+import operator
 import threading
 from collections.abc import Sequence
 from typing import Any, assert_never
@@ -256,9 +257,9 @@ def _is_term(t: Tensor) -> bool:
 class Routine:
     """A compiled routine: call it (with static arguments by name or position) to run.
 
-    The first call checks what it reads has values (initializing params first); values never
-    disappear from a context, so later calls skip that check and only re-bind the arrays
-    after the context replaced one (`Context.arrays_epoch`).
+    The first call checks that what it reads has values (initializing params first); values
+    never disappear from a context, so later calls skip that check, and re-bind the arrays
+    only after the context replaced one (`Context.arrays_epoch`).
     """
 
     def __init__(self, ctx: Context, prog: LoopProgram, compiled: Any, asgn: A.Asgn,
@@ -272,10 +273,18 @@ class Routine:
         self.writes = frozenset(writes)
         self.static_names = [s.name for s in prog.static_args]
         self._names = tuple(self.static_names)
-        self._ready = False  # every input has a value in ctx (stays true: values persist)
-        self._epoch = -1  # the ctx.arrays_epoch `arrays` were bound at
-        self._bind = getattr(compiled, "bind", None)  # the C backend's: bind once, then run
+        getter = operator.itemgetter(*self._names) if self._names else lambda kw: ()
+        self._by_name: Any = ((lambda kw: (getter(kw),)) if len(self._names) == 1 else getter)
+        self._ready = False  # every input had a value at a call that ran (stays true)
+        self._epoch = -1  # the ctx.arrays_epoch of a ready call: then only run
         self.arrays: tuple[np.ndarray, ...] = ()
+        self._arrays_epoch = -1  # the ctx.arrays_epoch `arrays` were taken at
+        self._bind = getattr(compiled, "bind", None)  # the C backend binds once, then runs
+        if self._bind is not None:
+            compiled.share_lock(ctx.lock)
+            self._run = compiled.run_bound
+        else:
+            self._run = lambda statics: compiled(self.arrays, statics)
         self._refresh()
 
     def _refresh(self) -> None:
@@ -283,7 +292,7 @@ class Routine:
         self.arrays = tuple(self.ctx.array(b) for b in self.prog.buffers)
         if self._bind is not None:
             self._bind(self.arrays)
-        self._epoch = self.ctx.arrays_epoch
+        self._arrays_epoch = self.ctx.arrays_epoch
 
     def _statics(self, args: tuple[int, ...], kwargs: dict[str, int]) -> list[int]:
         vals = list(args)
@@ -299,61 +308,59 @@ class Routine:
         return [validate.check_static_value(self.prog.name, s.name, v)
                 for s, v in zip(self.prog.static_args, vals, strict=True)]
 
-    def _fast_statics(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """The static ints when given plainly (all positional or all by name, Python ints
-        within int64); else None, and `_statics` checks (and explains) them."""
-        if kwargs:
-            if args or len(kwargs) != len(self._names):
-                return None
-            try:
-                args = tuple([kwargs[n] for n in self._names])
-            except KeyError:
-                return None
-        elif len(args) != len(self._names):
-            return None
-        for v in args:
-            if type(v) is not int or not -_INT64 <= v < _INT64:
-                return None
-        return args
-
     def __call__(self, *args: int, **kwargs: int) -> None:
-        statics = self._fast_statics(args, kwargs)
+        statics: Any = args
+        if kwargs:  # all by name, in the routine's order
+            statics = None
+            if not args and len(kwargs) == len(self._names):
+                try:
+                    statics = self._by_name(kwargs)
+                except KeyError:
+                    pass
+        if statics is not None and len(statics) == len(self._names):
+            for v in statics:
+                if type(v) is not int:
+                    statics = None
+                    break
+        else:
+            statics = None
         if statics is None:
-            statics = self._statics(args, dict(kwargs))
-        with self.ctx.lock:
-            if not self._ready:
-                self._check_inputs()
-            if self._epoch != self.ctx.arrays_epoch:
-                self._refresh()
-            if self._bind is not None:
-                self.compiled.run(statics)
-            else:
-                self.compiled(self.arrays, statics)
-            if not self._ready:
-                self.ctx.available |= self.writes
-                self._ready = True
+            statics = self._statics(args, dict(kwargs))  # checks (and explains) them
+        ctx = self.ctx
+        with ctx.lock:
+            if self._epoch != ctx.arrays_epoch:
+                self._first_run(statics)
+                return
+            try:
+                self._run(statics)
+            except OverflowError:  # beyond int64: nothing ran
+                self._statics(args, dict(kwargs))
+                raise
 
-    def _check_inputs(self) -> None:
-        """Params initialized, and every buffer read before written has a value."""
-        self.ctx.ensure_initialized(self.held_out)
-        missing = self.needs - self.ctx.available
-        if missing:
-            names = ", ".join(f"'{b.name}'" for b in self.prog.buffers if b.id in missing)
-            raise RuntimeDataError(f"{names} has no value: set it with ctx.set(...) before "
-                                   "running code that reads it", user_span())
+    def _first_run(self, statics: Any) -> None:
+        """A call before the inputs were known to have values, or after arrays changed."""
+        if not self._ready:
+            self.ctx.ensure_initialized(self.held_out)
+            missing = self.needs - self.ctx.available
+            if missing:
+                names = ", ".join(f"'{b.name}'" for b in self.prog.buffers if b.id in missing)
+                raise RuntimeDataError(f"{names} has no value: set it with ctx.set(...) "
+                                       "before running code that reads it", user_span())
+        if self._arrays_epoch != self.ctx.arrays_epoch:
+            self._refresh()
+        statics = [validate.check_static_value(self.prog.name, name, v)
+                   for name, v in zip(self._names, statics, strict=True)]
+        self._run(statics)
+        self.ctx.available |= self.writes
+        self._ready = True
+        self._epoch = self.ctx.arrays_epoch
 
     def run_unchecked(self) -> None:
         with self.ctx.lock:
-            if self._epoch != self.ctx.arrays_epoch:
+            if self._arrays_epoch != self.ctx.arrays_epoch:
                 self._refresh()
-            if self._bind is not None:
-                self.compiled.run(())
-            else:
-                self.compiled(self.arrays, [])
+            self._run(())
             self.ctx.available |= self.writes
-
-
-_INT64 = 1 << 63
 
 
 def read_write_sets(asgn: A.Asgn) -> tuple[set[int], set[int]]:
