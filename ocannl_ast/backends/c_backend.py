@@ -355,9 +355,9 @@ def _trailing_comments(lines: list[str]) -> list[str]:
     return tail
 
 
-def _render(prog: LoopProgram, syntax: CSyntax = C, budget: int = FUNCTION_LINES) -> _Rendered:
+def _render(prog: LoopProgram, syntax: CSyntax = C, budget: int | None = None) -> _Rendered:
     r = _CRenderer(prog, syntax)
-    parts = _parts(r, budget)
+    parts = _parts(r, FUNCTION_LINES if budget is None else budget)
     cname = c_ident(prog.name, "ocannl_")
     t = r.words["T"]
     head = [f"/* ocannl_ast routine {prog.name} ({prog.precision.value}) */"]
