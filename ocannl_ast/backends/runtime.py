@@ -150,6 +150,8 @@ class CompiledRoutine:
         """Call C on the bound arrays with `static_args` (Python ints). The caller holds the
         routine's lock (see `share_lock`) and has bound the arrays. A static beyond int64
         raises OverflowError before C runs."""
+        if self._bound is None:  # an unfilled table: C would read null pointers
+            raise BackendError(f"routine {self.name}: no arrays bound (call bind first)")
         n = self._n_static
         if n == 1:
             self._statics[0] = static_args[0]

@@ -296,3 +296,18 @@ def test_concurrent_calls_do_not_mix_their_arguments() -> None:
     for t in threads:
         t.join()
     assert not errors
+
+
+def test_run_bound_needs_bound_arrays() -> None:
+    _, routine, _, y = _copy_routine()
+    routine(batch=0)
+    fresh = c_backend.compile_c(routine.prog)
+    with pytest.raises(oc.BackendError, match="no arrays bound"):
+        fresh.run_bound([1])
+    arrays = [a.copy() for a in routine.arrays]
+    fresh.bind(arrays)
+    fresh.run_bound([1])
+    pos = next(i for i, b in enumerate(routine.prog.buffers) if b.id == y.buffer().id)
+    np.testing.assert_array_equal(arrays[pos], [4, 5, 6, 7])
+    with pytest.raises(oc.BackendError, match=f"takes {len(arrays)} arrays, got 1"):
+        fresh.bind(arrays[:1])
