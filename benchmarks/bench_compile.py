@@ -41,6 +41,7 @@ def worker(depth: int, cache: Path) -> dict[str, float]:
 
     import ocannl_ast as oc
     from ocannl_ast.backends.c_backend import c_ident, render_c
+    from ocannl_ast.backends.c_syntax import C
 
     t0 = time.perf_counter()
     h = oc.ndarray(np.zeros((BATCH, 8), np.float32), batch_axes=1)
@@ -60,8 +61,7 @@ def worker(depth: int, cache: Path) -> dict[str, float]:
     t4 = time.perf_counter()
     ffi = cffi.FFI()
     cname = c_ident(prog.name, "ocannl_")
-    args = ["float *"] * len(prog.buffers) + ["int64_t"] * len(prog.static_args)
-    ffi.cdef(f"int {cname}({', '.join(args)});")
+    ffi.cdef(C.cdef(cname, "float"))  # the entry point: a pointer table, a statics array
     getattr(ffi.dlopen(str(so_path)), cname)
     t5 = time.perf_counter()
     return {"build": t1 - t0, "lower": t2 - t1, "codegen": t3 - t2, "python": t3 - t0,

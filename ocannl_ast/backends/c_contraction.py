@@ -77,6 +77,8 @@ class Renderer(Protocol):
     symbols: dict[Symbol, str]
     checks: dict[int, str]
     n_iters: int
+    used_buffers: set[Buffer]  #: the buffers the text rendered so far names
+    checked: bool  #: whether that text can return an error code
 
     def affine(self, terms: dict[Symbol, int], offset: int) -> str: ...
 
@@ -334,6 +336,7 @@ class KernelUse:
         name = f"ocannl_mmd{self.calls}"
         self.calls += 1
         r.checks.setdefault(OOM_CODE, "out of memory for a contraction kernel's buffers")
+        r.checked = True  # the call returns OOM_CODE when its panels cannot be allocated
         out.extend(_call_text(r, p, name, nthreads, depth))
         return True
 
@@ -371,6 +374,7 @@ def _base(r: Renderer, a: Access | None, p: Plan) -> str:
     grouped = {s for s, _ in (*p.m, *p.n, *p.k)}
     terms = {s: c for s, c in a.coeffs if s not in grouped}
     offset = r.affine(terms, a.offset)
+    r.used_buffers.add(a.buffer)
     return r.buffers[a.buffer] if offset == "0" else f"{r.buffers[a.buffer]} + ({offset})"
 
 

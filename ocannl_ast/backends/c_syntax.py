@@ -202,6 +202,9 @@ class CSyntax:
         default_factory=lambda: {Precision.FLOAT32: "float", Precision.FLOAT64: "double"})
     includes: tuple[str, ...] = ("#include <math.h>", "#include <stdint.h>")
     kernel_qualifier: str = ""  #: before the routine's return type (CUDA: ``__global__``)
+    #: of the functions a C routine's entry point calls in order (one per group of top-level
+    #: statements): not inlined, so gcc optimizes each alone and its time stays linear
+    function_qualifier: str = "static __attribute__((noinline))"
     helper_qualifier: str = "static inline"  #: of helpers (CUDA: ``__device__ inline``)
     restrict: str = "restrict"  #: pointer qualifier of buffers (CUDA: ``__restrict__``)
     index_type: str = "int64_t"  #: loop counters and static integer arguments
@@ -273,10 +276,18 @@ class CSyntax:
     def signature(self, cname: str, params: list[str]) -> str:
         return f"{self.kernel_qualifier}int {cname}({', '.join(params) or 'void'}) {{"
 
-    def cdef(self, cname: str, type_name: str, n_buffers: int, n_static: int) -> str:
-        """The declaration cffi needs (no qualifiers)."""
-        cparams = [f"{type_name} *"] * n_buffers + [self.index_type] * n_static
-        return f"int {cname}({', '.join(cparams) or 'void'});"
+    def function_signature(self, name: str, params: list[str]) -> str:
+        """A part of a routine: ``static ... int name(float* restrict b, int64_t s) {``."""
+        return f"{self.function_qualifier} int {name}({', '.join(params) or 'void'}) {{"
+
+    def entry_signature(self, cname: str, type_name: str) -> str:
+        """A routine's entry point: every buffer in one pointer table, statics in one array."""
+        return (f"{self.kernel_qualifier}int {cname}({type_name}* const* bufs, "
+                f"const {self.index_type}* statics) {{")
+
+    def cdef(self, cname: str, type_name: str) -> str:
+        """The declaration of the entry point cffi needs (no qualifiers)."""
+        return f"int {cname}({type_name} *const *, const {self.index_type} *);"
 
     def epilogue(self) -> list[str]:
         return ["  return 0;", "}"]

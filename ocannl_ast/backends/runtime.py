@@ -7,6 +7,7 @@ writeable where written, no aliasing of written buffers) before C ever sees it.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,23 +74,27 @@ class CompiledRoutine:
     """A loaded C routine. Call it with one C-contiguous array per buffer, then static ints.
 
     Example: ``compile_c(prog)([c, a, b])`` runs ``prog`` on NumPy arrays in place.
-    A call with the very arrays of the previous call skips re-validation (the routine keeps
-    them referenced until called with other arrays).
+    The C entry point takes one table of buffer pointers and one array of static ints. The
+    table is built (each array checked) by `bind` and kept while the arrays stay the same:
+    a call with the bound arrays only stores the static ints and calls C. A caller that
+    owns the arrays (a context's `Routine`) binds once, then calls `run_bound`.
     """
 
     __slots__ = (
+        "_bound",
         "_buffers",
         "_checks",
         "_ctype",
         "_dtype",
+        "_exports",
         "_fn",
         "_from_buffer",
-        "_last",
-        "_last_ptrs",
-        "_last_seq",
         "_lib",
+        "_lock",
         "_n_static",
         "_sizes",
+        "_statics",
+        "_table",
         "_written",
         "library_path",
         "name",
@@ -111,9 +116,11 @@ class CompiledRoutine:
         self._written = tuple(b in _written_buffers(prog.body) for b in prog.buffers)
         self._n_static = len(prog.static_args)
         self._checks = dict(library.checks)
-        self._last: tuple[np.ndarray, ...] | None = None  # the previous call's arrays
-        self._last_ptrs: tuple[Any, ...] = ()  # and their exported pointers
-        self._last_seq: object = None
+        self._table = ffi.new(f"{library.c_type} *[]", max(1, len(prog.buffers)))
+        self._statics = ffi.new("int64_t[]", max(1, self._n_static))
+        self._exports: tuple[Any, ...] = ()  # keep the table's memory exported (alive)
+        self._bound: tuple[np.ndarray, ...] | None = None  # the arrays of the table
+        self._lock = threading.Lock()  # the table and the statics are shared state
 
     def __call__(self, arrays: Sequence[np.ndarray], static_args: Sequence[int] = ()) -> None:
         if len(arrays) != len(self._sizes) or len(static_args) != self._n_static:
@@ -121,41 +128,78 @@ class CompiledRoutine:
                 f"routine {self.name} takes {len(self._sizes)} arrays and {self._n_static} "
                 f"static ints, got {len(arrays)} and {len(static_args)}"
             )
-        if arrays is not self._last_seq and not self._same_as_last(arrays):
-            self._last_ptrs = self._pointers(arrays)
-            self._last = tuple(arrays)
-        self._last_seq = arrays  # the same sequence object again: no per-array checks
-        code = self._fn(*self._last_ptrs, *static_args)
-        if code != 0:
-            what = self._checks.get(code, "unknown error code")
-            raise RuntimeDataError(f"routine {self.name} failed with code {code}: {what}")
+        with self._lock:
+            if arrays is not self._bound and not self._same_as_bound(arrays):
+                self._bind(arrays)
+            self._run(static_args)
 
-    def _same_as_last(self, arrays: Sequence[np.ndarray]) -> bool:
-        """The previous call's arrays again: their pointers can be reused without re-checks.
+    def bind(self, arrays: Sequence[np.ndarray]) -> None:
+        """Check `arrays` (never let C touch a wrong one) and make them the bound arrays."""
+        if len(arrays) != len(self._sizes):
+            raise BackendError(f"routine {self.name} takes {len(self._sizes)} arrays, got "
+                               f"{len(arrays)}")
+        with self._lock:
+            self._bind(arrays)
+
+    def share_lock(self, lock: Any) -> None:
+        """Serialize on `lock` (re-entrant; a context's) instead of a lock of our own, so a
+        caller holding it can `run_bound` while direct calls still wait for it."""
+        self._lock = lock
+
+    def run_bound(self, static_args: Sequence[int]) -> None:
+        """Call C on the bound arrays with `static_args` (Python ints). The caller holds the
+        routine's lock (see `share_lock`) and has bound the arrays. A static beyond int64
+        raises OverflowError before C runs."""
+        if self._bound is None:  # an unfilled table: C would read null pointers
+            raise BackendError(f"routine {self.name}: no arrays bound (call bind first)")
+        n = self._n_static
+        if n == 1:
+            self._statics[0] = static_args[0]
+        elif n:
+            self._statics[0:n] = static_args
+        code = self._fn(self._table, self._statics)
+        if code != 0:
+            raise self._failed(code)
+
+    def _run(self, static_args: Sequence[int]) -> None:
+        try:
+            self.run_bound(static_args)
+        except (TypeError, OverflowError):
+            raise BackendError(f"routine {self.name}: static arguments must be 64-bit "
+                               f"ints, got {list(static_args)!r}") from None
+
+    def _failed(self, code: int) -> RuntimeDataError:
+        what = self._checks.get(code, "unknown error code")
+        return RuntimeDataError(f"routine {self.name} failed with code {code}: {what}")
+
+    def _same_as_bound(self, arrays: Sequence[np.ndarray]) -> bool:
+        """The bound arrays again (a new sequence of the same objects): no re-checks.
 
         Our references and cffi's buffer exports keep those arrays' memory alive; the size
         check catches an in-place ``resize``, the one way their data could move.
         """
-        if self._last is None:
+        if self._bound is None:
             return False
-        for arr, prev, size in zip(arrays, self._last, self._sizes):
+        for arr, prev, size in zip(arrays, self._bound, self._sizes):
             if arr is not prev or arr.size != size or arr.dtype != self._dtype:
                 return False
         return True
 
-    def _pointers(self, arrays: Sequence[np.ndarray]) -> tuple[Any, ...]:
-        """Validate each array (never let C touch a wrong one) and export its memory."""
-        ptrs: list[Any] = []
+    def _bind(self, arrays: Sequence[np.ndarray]) -> None:
+        exports: list[Any] = []
         for arr, size, written in zip(arrays, self._sizes, self._written):
             if not (
                 isinstance(arr, np.ndarray) and arr.dtype == self._dtype and arr.size == size
                 and arr.flags.c_contiguous and (arr.flags.writeable or not written)
             ):
-                raise self._bad_array(len(ptrs), arr)
-            ptrs.append(self._from_buffer(self._ctype, arr))
+                raise self._bad_array(len(exports), arr)
+            exports.append(self._from_buffer(self._ctype, arr))
         if len({id(a) for a in arrays}) != len(arrays):
             self._check_aliasing(arrays)
-        return tuple(ptrs)
+        for pos, ptr in enumerate(exports):
+            self._table[pos] = ptr
+        self._exports = tuple(exports)
+        self._bound = arrays if isinstance(arrays, tuple) else tuple(arrays)
 
     def _check_aliasing(self, arrays: Sequence[np.ndarray]) -> None:
         """Buffers are `restrict`: an array written through one may not be passed twice."""

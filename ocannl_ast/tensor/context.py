@@ -6,6 +6,7 @@ backprop, updates, @cd results). Output: callable Routines; host data as NumPy a
 from __future__ import annotations
 
 import itertools
+import operator
 import os
 import threading
 from collections.abc import Sequence
@@ -76,6 +77,8 @@ class Context:
         self.available: set[int] = set()
         self.initialized: set[int] = set()
         self.lock = threading.RLock()  #: serializes init, routine calls, get/set/eval
+        #: bumped whenever an array object of `arrays` is replaced: routines re-bind theirs
+        self.arrays_epoch = 0
         self._evals: dict[int, Routine | None] = {}  #: tensor id -> its eval routine
         #: what `save`/`load` checkpoint: params and persistent nodes of routines compiled here
         self.holdings: dict[int, Tensor] = {}
@@ -85,6 +88,8 @@ class Context:
         self.folded: dict[int, str] = {}  #: constant buffer id -> a routine that folded it
         self.user_set: set[int] = set()  #: buffer ids set by ctx.set (never folded)
         self.routines: list[Routine] = []  #: the routines compiled here (for recompiling)
+        #: the routine that ran last: a routine run again right after itself skips checks
+        self.last_run: Routine | None = None
 
     # ---- host data ---------------------------------------------------------------------
 
@@ -97,6 +102,7 @@ class Context:
                 new = np.zeros(buf.dims, dtype=self.dtype)
                 new[_interior(buf.id, buf.dims)] = arr
                 arr = self.arrays[buf.id] = new
+                self.arrays_epoch += 1
             if arr is None:
                 # uint4x32 cells are 16 bytes: vec_length numbers of the precision each
                 shape = ((cell_elems(buf, self.precision),) if buf.uint4x32 else buf.dims)
@@ -329,7 +335,15 @@ def _is_term(t: Tensor) -> bool:
 
 
 class Routine:
-    """A compiled routine: call it (with static arguments by name or position) to run."""
+    """A compiled routine: call it (with static arguments by name or position) to run.
+
+    The first call checks that what it reads has values (initializing params first). A
+    value another routine still reads is never virtualized away (`Context.compile` keeps
+    it), so once a call ran, later calls skip that check; they re-bind the arrays only
+    after the context replaced one (`Context.arrays_epoch`), and go the checked way again
+    when another routine ran in between (to update what is available) or this one must be
+    recompiled (`stale`).
+    """
 
     def __init__(self, ctx: Context, code: Code, name: str,
                  held: frozenset[int] = frozenset()) -> None:
@@ -343,19 +357,39 @@ class Routine:
         """Lower and compile the code, keeping what the context must keep."""
         out = self.ctx.lowered(self.code, self.name, self.held)
         self.prog = out.prog
-        self.compiled = self.ctx.backend.compile(out.prog)
+        self.compiled = compiled = self.ctx.backend.compile(out.prog)
         self.held_out = out.held_out
         reads, writes = read_write_sets(out.asgn)
-        self.needs = reads
-        self.virtual = out.virtual  #: buffers computed inline: no value after a run
-        self.writes = writes - out.virtual
+        self.needs = frozenset(reads)
+        self.virtual = frozenset(out.virtual)  #: buffers computed inline: no value after
+        self.writes = frozenset(writes - out.virtual)
         self.stale = False  #: recompile before the next run (something must be kept)
         for b in out.virtual:
             self.ctx.virtual[b] = self.name
         for b in out.folded:
             self.ctx.folded[b] = self.name
-        self.arrays = [self.ctx.array(b) for b in self.prog.buffers]
         self.static_names = [s.name for s in self.prog.static_args]
+        self._names = tuple(self.static_names)
+        getter = operator.itemgetter(*self._names) if self._names else lambda kw: ()
+        self._by_name: Any = ((lambda kw: (getter(kw),)) if len(self._names) == 1 else getter)
+        self._ready = False  # every input had a value at a call that ran (stays true)
+        self._epoch = -1  # the ctx.arrays_epoch of a ready call: then only run
+        self.arrays: tuple[np.ndarray, ...] = ()
+        self._arrays_epoch = -1  # the ctx.arrays_epoch `arrays` were taken at
+        self._bind = getattr(compiled, "bind", None)  # the C backend binds once, then runs
+        if self._bind is not None:
+            compiled.share_lock(self.ctx.lock)
+            self._run = compiled.run_bound
+        else:
+            self._run = lambda statics: compiled(self.arrays, statics)
+        self._refresh()
+
+    def _refresh(self) -> None:
+        """Take the context's current arrays (and bind them, on a backend that binds)."""
+        self.arrays = tuple(self.ctx.array(b) for b in self.prog.buffers)
+        if self._bind is not None:
+            self._bind(self.arrays)
+        self._arrays_epoch = self.ctx.arrays_epoch
 
     def _statics(self, args: tuple[int, ...], kwargs: dict[str, int]) -> list[int]:
         vals = list(args)
@@ -372,8 +406,40 @@ class Routine:
                 for s, v in zip(self.prog.static_args, vals, strict=True)]
 
     def __call__(self, *args: int, **kwargs: int) -> None:
-        statics = self._statics(args, dict(kwargs))
-        with self.ctx.lock:
+        statics: Any = args
+        if kwargs:  # all by name, in the routine's order
+            statics = None
+            if not args and len(kwargs) == len(self._names):
+                try:
+                    statics = self._by_name(kwargs)
+                except KeyError:
+                    pass
+        if statics is not None and len(statics) == len(self._names):
+            for v in statics:
+                if type(v) is not int:
+                    statics = None
+                    break
+        else:
+            statics = None
+        if statics is None:
+            statics = self._statics(args, dict(kwargs))  # checks (and explains) them
+        ctx = self.ctx
+        with ctx.lock:
+            if self._epoch != ctx.arrays_epoch or ctx.last_run is not self or self.stale:
+                self._checked_run(statics)
+                return
+            try:
+                self._run(statics)
+            except OverflowError:  # beyond int64: nothing ran
+                self._statics(args, dict(kwargs))
+                raise
+
+    def _checked_run(self, statics: Any) -> None:
+        """A call before the inputs were known to have values, after arrays changed, after
+        another routine ran, or when this one must be recompiled first."""
+        if self.stale:
+            self._build()
+        if not self._ready:
             self.ctx.ensure_initialized(self.held_out)
             missing = self.needs - self.ctx.available
             if missing:
@@ -383,16 +449,22 @@ class Routine:
                        "and now keep it: run them again first" if inline else "")
                 raise RuntimeDataError(f"{names} has no value: set it with ctx.set(...) before "
                                        f"running code that reads it{why}", user_span())
-            if self.stale:
-                self._build()
-            self.compiled(self.arrays, statics)
-            self._ran()
+        if self._arrays_epoch != self.ctx.arrays_epoch:
+            self._refresh()
+        statics = [validate.check_static_value(self.prog.name, name, v)
+                   for name, v in zip(self._names, statics, strict=True)]
+        self._run(statics)
+        self._ran()
+        self._ready = True
+        self._epoch = self.ctx.arrays_epoch
 
     def run_unchecked(self) -> None:
         with self.ctx.lock:
             if self.stale:
                 self._build()
-            self.compiled(self.arrays, [])
+            if self._arrays_epoch != self.ctx.arrays_epoch:
+                self._refresh()
+            self._run(())
             self._ran()
 
     def _ran(self) -> None:
@@ -400,6 +472,7 @@ class Routine:
         older value would be stale)."""
         self.ctx.available |= self.writes
         self.ctx.available -= self.virtual
+        self.ctx.last_run = self
 
 
 def read_write_sets(asgn: A.Asgn) -> tuple[set[int], set[int]]:
