@@ -33,6 +33,7 @@ from ocannl_ast.backends.c_contraction_kernel import kernel_c
 from ocannl_ast.backends.c_syntax import CSyntax
 from ocannl_ast.errors import BackendError
 from ocannl_ast.lowering.loop_ir import (
+    CONTRACTION_MIN_WORK,
     Binary,
     BinOp,
     Buffer,
@@ -52,7 +53,6 @@ from ocannl_ast.lowering.loop_ir import (
     Stmt,
     Symbol,
 )
-from ocannl_ast.lowering.virtualize import CONTRACTION_MIN_WORK
 
 #: Smallest multiply-add count (M*N*K of one call) rendered as a kernel call.
 MIN_WORK = CONTRACTION_MIN_WORK  #: one threshold with the lowering's epilogue fusion

@@ -12,6 +12,11 @@ from dataclasses import dataclass
 # The primitive enums are the shared operator vocabulary (re-exported for the backends).
 from ..vocabulary import BinOp, TernOp, UnOp, VecUnOp
 
+#: Sum-of-products loop nests doing at least this many multiply-adds run as packed
+#: contraction kernels in the C backend (`backends.c_contraction`); the lowering's epilogue
+#: fusion (`virtualize`) leaves them alone so that it does not hide them.
+CONTRACTION_MIN_WORK = 32 * 32 * 32
+
 
 class Precision(enum.Enum):
     FLOAT32 = "float32"

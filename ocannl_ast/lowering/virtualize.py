@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import assert_never
 
 from .loop_ir import (
+    CONTRACTION_MIN_WORK,
     Binary,
     Buffer,
     CheckIndex,
@@ -380,10 +381,8 @@ def _map_stmt(s: Stmt, f: Callable[[Get], Expr | None]) -> Stmt:
 
 # ---- epilogue fusion: a reduction's result read once, pointwise, by the next reader -----
 
-#: Reductions doing at least this many multiply-adds are not fused: the C backend runs them
-#: as packed contraction kernels (`backends.c_contraction` reads this threshold), which a
-#: fused epilogue would hide from it.
-CONTRACTION_MIN_WORK = 32 * 32 * 32
+# Reductions doing at least CONTRACTION_MIN_WORK multiply-adds (loop_ir) are not fused: the
+# C backend runs them as packed contraction kernels, which a fused epilogue would hide.
 
 
 def _work(s: Stmt) -> int:
