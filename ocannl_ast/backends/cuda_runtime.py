@@ -164,6 +164,14 @@ def host_written(arr: np.ndarray) -> None:
 # ---- routines ------------------------------------------------------------------------
 
 
+def load_image(image: bytes) -> bytes:
+    """The bytes to hand cuModuleLoadData: a binary image (a CUBIN: ELF, which ends with zero
+    bytes of its tables) whole; PTX text NUL-terminated."""
+    if image.startswith(b"\x7fELF") or image.endswith(b"\0"):
+        return image
+    return image + b"\0"
+
+
 class CudaRoutine:
     """A loaded CUDA routine: ``routine(arrays, static_args)`` like the C backend's."""
 
@@ -177,9 +185,8 @@ class CudaRoutine:
         self._n_static = len(prog.static_args)
         written = _written_buffers(prog.body)
         self._written = tuple(b in written for b in prog.buffers)
-        self._image = np.frombuffer(image.rstrip(b"\0") + b"\0", dtype=np.uint8)
-        self._module = _check(dev.driver.cuModuleLoadData(self._image.ctypes.data),
-                              "cuModuleLoadData")
+        self._image = load_image(image)
+        self._module = _check(dev.driver.cuModuleLoadData(self._image), "cuModuleLoadData")
         self._functions = [_check(dev.driver.cuModuleGetFunction(self._module, k.name.encode()),
                                   "cuModuleGetFunction") for k in plan.kernels]
         self._err = _check(dev.driver.cuMemAlloc(4), "cuMemAlloc")
