@@ -26,7 +26,7 @@ from ocannl_ast.backends.cuda_backend import CudaPlan
 from ocannl_ast.backends.cuda_nvrtc import INSTALL_HINT, compile_ptx
 from ocannl_ast.backends.runtime import NUMPY_DTYPE, _written_buffers
 from ocannl_ast.errors import BackendError, RuntimeDataError
-from ocannl_ast.lowering.loop_ir import LoopProgram
+from ocannl_ast.lowering.loop_ir import LoopProgram, cell_elems
 
 
 def driver_module() -> Any:
@@ -180,7 +180,7 @@ class CudaRoutine:
         self.name = prog.name
         self.plan = plan
         self._dtype = NUMPY_DTYPE[prog.precision]
-        self._sizes = tuple(math.prod(b.dims) for b in prog.buffers)
+        self._sizes = tuple(cell_elems(b, prog.precision) for b in prog.buffers)
         self._buffers = prog.buffers
         self._n_static = len(prog.static_args)
         written = _written_buffers(prog.body)
@@ -232,9 +232,11 @@ class CudaRoutine:
         devs: list[_DevArray] = []
         for pos, arr in enumerate(arrays):
             if not (isinstance(arr, np.ndarray) and arr.dtype == self._dtype
-                    and arr.size == self._sizes[pos] and arr.flags.c_contiguous):
+                    and arr.size == self._sizes[pos] and arr.flags.c_contiguous
+                    and (arr.flags.writeable or not self._written[pos])):
+                what = "writeable C-contiguous" if self._written[pos] else "C-contiguous"
                 raise BackendError(f"routine {self.name}: buffer {self._buffers[pos].name!r} "
-                                   f"needs a C-contiguous {self._dtype} array of "
+                                   f"needs a {what} {self._dtype} array of "
                                    f"{self._sizes[pos]} elements")
             d = _dev_array(arr)
             _upload(arr, d)
