@@ -145,7 +145,7 @@ SHIM = r"""// ocannl_ast CUDA emulator shim: the CUDA C++ dialect on the host, o
 #define __host__
 #define __forceinline__ inline
 struct ocemu_uint3 { unsigned int x, y, z; };
-static thread_local ocemu_uint3 threadIdx, blockIdx, blockDim, gridDim;
+static thread_local __attribute__((unused)) ocemu_uint3 threadIdx, blockIdx, blockDim, gridDim;
 static inline float __int_as_float(int i) { float f; __builtin_memcpy(&f, &i, 4); return f; }
 static inline int atomicCAS(int* a, int cmp, int val) {
   int old = *a; if (old == cmp) *a = val; return old;
