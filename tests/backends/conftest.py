@@ -8,16 +8,7 @@ from collections.abc import Iterator
 import cuda_emu
 import pytest
 
-from ocannl_ast.backends import cuda_nvrtc, cuda_runtime
 from ocannl_ast.errors import BackendError
-
-
-def _nvrtc_available() -> bool:
-    try:
-        cuda_nvrtc.nvrtc_version()
-    except BackendError:
-        return False
-    return True
 
 
 @pytest.fixture(scope="session")
@@ -27,29 +18,10 @@ def emu_driver(tmp_path_factory: pytest.TempPathFactory) -> cuda_emu.FakeDriver:
 
 
 @pytest.fixture
-def cuda_emu_driver(emu_driver: cuda_emu.FakeDriver,
-                    monkeypatch: pytest.MonkeyPatch) -> Iterator[cuda_emu.FakeDriver]:
-    """`backend="cuda"` runs on the emulator: the driver is `FakeDriver`, images are the
-    emulator's (each source still goes through the real NVRTC first where it is installed,
-    so it must compile for the device's architecture)."""
-    real_compile = cuda_runtime.compile_ptx
-    nvrtc = _nvrtc_available()
-
-    def compile_image(name: str, source: str, arch: str) -> bytes:
-        if nvrtc:
-            real_compile(name, source, arch)
-        return cuda_emu.compile_image(source)
-
-    monkeypatch.setattr(cuda_runtime, "driver_module", lambda: emu_driver)
-    monkeypatch.setattr(cuda_runtime, "compile_ptx", compile_image)
-    if not nvrtc:
-        monkeypatch.setattr(cuda_nvrtc, "nvrtc_version", lambda: "emulated")
-    cuda_runtime._open_device.cache_clear()
-    try:
+def cuda_emu_driver(emu_driver: cuda_emu.FakeDriver) -> Iterator[cuda_emu.FakeDriver]:
+    """`backend="cuda"` runs on the emulator during the test (`cuda_emu.installed`)."""
+    with cuda_emu.installed(emu_driver):
         yield emu_driver
-        emu_driver.synchronize_all()
-    finally:
-        cuda_runtime._open_device.cache_clear()
 
 
 def _real_gpu() -> str | None:

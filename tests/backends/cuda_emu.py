@@ -21,15 +21,18 @@ kernel's threads race, which a GPU would make nondeterministic (`EmulatorFault`)
 from __future__ import annotations
 
 import bisect
+import contextlib
 import ctypes
 import enum
 import hashlib
+import operator
 import os
 import re
 import struct
 import subprocess
 import tempfile
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -64,6 +67,9 @@ class _Handle:
         self._value = int(value)
 
     def __int__(self) -> int:
+        return self._value
+
+    def __index__(self) -> int:
         return self._value
 
     def getPtr(self) -> int:  # noqa: N802 - cuda-python's name
@@ -282,8 +288,10 @@ def _host_pointer(value: Any, what: str) -> tuple[int, Any]:
     """An ``Any`` void* argument: an int address or an object with the buffer protocol."""
     if value is None:
         return 0, None
-    if isinstance(value, int):
-        return value, None
+    try:  # cuda-python first converts to an integer address (int, CUdeviceptr...)
+        return operator.index(value), None
+    except TypeError:
+        pass
     try:
         view = memoryview(value)
     except TypeError:
@@ -630,3 +638,44 @@ _CTYPES: dict[str, Any] = {
     "double": ctypes.c_double, "uint32_t": ctypes.c_uint32, "int64_t": ctypes.c_int64,
     "uint64_t": ctypes.c_uint64,
 }
+
+
+def _nvrtc_available() -> bool:
+    from ocannl_ast.backends import cuda_nvrtc
+    from ocannl_ast.errors import BackendError
+
+    try:
+        cuda_nvrtc.nvrtc_version()
+    except BackendError:
+        return False
+    return True
+
+
+@contextlib.contextmanager
+def installed(driver: FakeDriver) -> Iterator[FakeDriver]:
+    """`backend="cuda"` runs on `driver` inside the block: `driver_module()` returns it and
+    routines load emulator images (each source still goes through the real NVRTC first where
+    it is installed, so it must compile for the device's architecture)."""
+    from ocannl_ast.backends import cuda_nvrtc, cuda_runtime
+
+    nvrtc = _nvrtc_available()
+    saved = (cuda_runtime.driver_module, cuda_runtime.compile_ptx, cuda_nvrtc.nvrtc_version)
+    real_compile = cuda_runtime.compile_ptx
+
+    def compile_image_for(name: str, source: str, arch: str) -> bytes:
+        if nvrtc:
+            real_compile(name, source, arch)
+        return compile_image(source)
+
+    cuda_runtime.driver_module = lambda: driver  # type: ignore[assignment]
+    cuda_runtime.compile_ptx = compile_image_for  # type: ignore[assignment]
+    if not nvrtc:
+        cuda_nvrtc.nvrtc_version = lambda: "emulated"  # type: ignore[assignment]
+    cuda_runtime._open_device.cache_clear()
+    try:
+        yield driver
+        driver.synchronize_all()
+    finally:
+        (cuda_runtime.driver_module, cuda_runtime.compile_ptx,
+         cuda_nvrtc.nvrtc_version) = saved  # type: ignore[assignment]
+        cuda_runtime._open_device.cache_clear()
