@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import math
 import threading
 import weakref
 from collections.abc import Sequence

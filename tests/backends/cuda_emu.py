@@ -23,13 +23,6 @@ from __future__ import annotations
 import bisect
 import contextlib
 import ctypes
-import enum
-import hashlib
-import operator
-import os
-import re
-import struct
-import subprocess
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -37,190 +30,33 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cuda_emu_api import (
+    CUcontext,
+    CUdevice,
+    CUdevice_attribute,
+    CUdeviceptr,
+    CUfunction,
+    CUmodule,
+    CUresult,
+    CUstream,
+    _address,
+    _Handle,
+    _host_pointer,
+    _uint,
+)
+from cuda_emu_image import (
+    TAIL,
+    EmulatorFault,
+    KernelSig,
+    _image_source,
+    build_module,
+    compile_image,
+)
 
-class EmulatorFault(AssertionError):
-    """A kernel did what a GPU would not run deterministically or safely."""
+__all__ = ["TAIL", "CUresult", "EmulatorFault", "FakeDriver", "compile_image", "installed"]
 
-
-class CUresult(enum.IntEnum):
-    CUDA_SUCCESS = 0
-    CUDA_ERROR_INVALID_VALUE = 1
-    CUDA_ERROR_OUT_OF_MEMORY = 2
-    CUDA_ERROR_NOT_INITIALIZED = 3
-    CUDA_ERROR_NO_DEVICE = 100
-    CUDA_ERROR_INVALID_DEVICE = 101
-    CUDA_ERROR_INVALID_IMAGE = 200
-    CUDA_ERROR_INVALID_CONTEXT = 201
-    CUDA_ERROR_INVALID_HANDLE = 400
-    CUDA_ERROR_NOT_FOUND = 500
-    CUDA_ERROR_ILLEGAL_ADDRESS = 700
-
-
-class CUdevice_attribute(enum.IntEnum):  # noqa: N801 - cuda-python's name
-    CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK = 1
-    CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75
-    CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76
-
-
-class _Handle:
-    def __init__(self, value: int = 0) -> None:
-        self._value = int(value)
-
-    def __int__(self) -> int:
-        return self._value
-
-    def __index__(self) -> int:
-        return self._value
-
-    def getPtr(self) -> int:  # noqa: N802 - cuda-python's name
-        return self._value
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and int(other) == self._value  # type: ignore
-
-    def __hash__(self) -> int:
-        return hash((type(self).__name__, self._value))
-
-    def __repr__(self) -> str:
-        return f"<{type(self).__name__} 0x{self._value:x}>"
-
-
-class CUdevice(_Handle): ...
-class CUcontext(_Handle): ...
-class CUstream(_Handle): ...
-class CUmodule(_Handle): ...
-class CUfunction(_Handle): ...
-class CUdeviceptr(_Handle): ...
-
-
-MAGIC = b"OCEMUIMG"
 GUARD = 64  #: canary bytes on each side of an allocation
 CANARY = 0xA5
-TAIL = 16  #: trailing zero bytes of an image
-
-
-def compile_image(source: str) -> bytes:
-    """The emulator's module image of a CUDA translation unit."""
-    src = source.encode()
-    digest = hashlib.sha256(src).digest()[:16]
-    return MAGIC + struct.pack("<Q", len(src)) + digest + src + b"\0" * TAIL
-
-
-def _image_source(image: Any) -> str | None:
-    """The source inside an image given as bytes-like or as an int address; None if bad."""
-    if isinstance(image, int):
-        head = ctypes.string_at(image, 32)
-        if head[:8] != MAGIC:
-            return None
-        (n,) = struct.unpack("<Q", head[8:16])
-        data = ctypes.string_at(image, 32 + n + TAIL)
-    else:
-        data = bytes(memoryview(image))
-        if data[:8] != MAGIC:
-            return None
-        (n,) = struct.unpack("<Q", data[8:16])
-        if len(data) < 32 + n + TAIL:
-            return None
-    src, tail = data[32:32 + n], data[32 + n:32 + n + TAIL]
-    if hashlib.sha256(src).digest()[:16] != data[16:32] or tail != b"\0" * TAIL:
-        return None
-    return src.decode()
-
-
-# ---- compiling a module with g++ ------------------------------------------------------
-
-_UNARY = ("exp", "log", "tanh", "sin", "cos", "tan", "sqrt", "exp2", "log2", "log10", "fabs",
-          "floor", "ceil", "trunc", "round", "expm1", "log1p", "erf", "sinh", "cosh", "atan")
-_BINARY = ("pow", "fmin", "fmax", "fmod", "atan2", "copysign")
-
-
-def _math_decls() -> str:
-    """The libm functions CUDA device code may call, declared (NVRTC needs no header, and a
-    host header would clash with the dialect's own ``uint64_t`` typedefs)."""
-    out = []
-    for t, f in (("float", "f"), ("double", "")):
-        out += [f"{t} {b}{f}({t});" for b in _UNARY]
-        out += [f"{t} {b}{f}({t}, {t});" for b in _BINARY]
-        out += [f"{t} fma{f}({t}, {t}, {t});", f"{t} ldexp{f}({t}, int);"]
-    return 'extern "C" {\n' + "\n".join(out) + "\n}\n"
-
-
-SHIM = r"""// ocannl_ast CUDA emulator shim: the CUDA C++ dialect on the host, one thread at a time
-#define __global__
-#define __device__
-#define __host__
-#define __forceinline__ inline
-struct ocemu_uint3 { unsigned int x, y, z; };
-static thread_local __attribute__((unused)) ocemu_uint3 threadIdx, blockIdx, blockDim, gridDim;
-static inline float __int_as_float(int i) { float f; __builtin_memcpy(&f, &i, 4); return f; }
-static inline int atomicCAS(int* a, int cmp, int val) {
-  int old = *a; if (old == cmp) *a = val; return old;
-}
-""" + _math_decls()
-
-KERNEL_RE = re.compile(r'extern "C" __global__ void (\w+)\(([^)]*)\) \{')
-GXX_FLAGS = ("-x", "c++", "-std=c++17", "-O1", "-shared", "-fPIC", "-ffp-contract=off",
-             "-fno-math-errno", "-Wall", "-Wno-unused-function", "-Werror")
-
-
-@dataclass(frozen=True)
-class KernelSig:
-    name: str
-    types: tuple[str, ...]  #: C++ parameter types, ``__restrict__`` dropped
-
-    def is_pointer(self, i: int) -> bool:
-        return self.types[i].endswith("*")
-
-
-def kernel_sigs(source: str) -> list[KernelSig]:
-    sigs = []
-    for m in KERNEL_RE.finditer(source):
-        params = [p.strip() for p in m.group(2).split(",") if p.strip()]
-        types = tuple(" ".join(p.replace("__restrict__", "").split()[:-1]).replace(" *", "*")
-                      for p in params)
-        sigs.append(KernelSig(m.group(1), types))
-    return sigs
-
-
-def _launcher(sig: KernelSig) -> str:
-    args = ", ".join(f"*({t}*)p[{i}]" for i, t in enumerate(sig.types))
-    k = sig.name
-    return f"""
-extern "C" void ocemu_run_{k}(void** p, unsigned gx, unsigned gy, unsigned gz,
-                               unsigned bx, unsigned by, unsigned bz, int reverse) {{
-  gridDim = {{gx, gy, gz}}; blockDim = {{bx, by, bz}};
-  unsigned long long nb = (unsigned long long)gx * gy * gz, nt = (unsigned long long)bx * by * bz;
-  for (unsigned long long f = 0; f < nb * nt; ++f) {{
-    unsigned long long g = reverse ? nb * nt - 1 - f : f, b = g / nt, t = g % nt;
-    blockIdx = {{(unsigned)(b % gx), (unsigned)(b / gx % gy), (unsigned)(b / gx / gy)}};
-    threadIdx = {{(unsigned)(t % bx), (unsigned)(t / bx % by), (unsigned)(t / bx / by)}};
-    {k}({args});
-  }}
-}}
-"""
-
-
-_build_lock = threading.Lock()
-
-
-def build_module(source: str, directory: Path) -> tuple[ctypes.CDLL, list[KernelSig]]:
-    """g++-compile `source` with the shim and launchers (cached by digest in `directory`)."""
-    sigs = kernel_sigs(source)
-    text = SHIM + "\n" + source + "\n" + "".join(_launcher(s) for s in sigs)
-    key = hashlib.sha256((text + " ".join(GXX_FLAGS)).encode()).hexdigest()[:24]
-    so = directory / f"emu_{key}.so"
-    with _build_lock:
-        if not so.exists():
-            cpp = directory / f"emu_{key}.cpp"
-            cpp.write_text(text)
-            tmp = directory / f"emu_{key}.{os.getpid()}.tmp.so"
-            res = subprocess.run(["g++", *GXX_FLAGS, "-o", str(tmp), str(cpp), "-lm"],
-                                 capture_output=True, text=True)
-            if res.returncode != 0:
-                raise EmulatorFault(f"the CUDA source does not compile as C++:\n{res.stderr}")
-            tmp.replace(so)
-    return ctypes.CDLL(str(so)), sigs
-
 
 # ---- the driver ----------------------------------------------------------------------
 
@@ -263,42 +99,6 @@ class Stats:
     modules: int = 0
     calls: dict[str, int] = field(default_factory=dict)
 
-
-def _uint(value: Any, what: str, bits: int = 32) -> int:
-    """As Cython converts an ``unsigned int`` / ``size_t`` argument."""
-    if not isinstance(value, int):
-        raise TypeError(f"an integer is required for {what}, got {type(value).__name__}")
-    if not 0 <= value < 1 << bits:
-        raise OverflowError(f"{what}={value} does not fit an unsigned {bits}-bit int")
-    return value
-
-
-def _address(value: Any, cls: type[_Handle], what: str) -> int:
-    if value is None:
-        return 0
-    if isinstance(value, cls):
-        return int(value)
-    if isinstance(value, int):
-        return _uint(value, what, 64)
-    raise TypeError(f"Argument '{what}' is not instance of type (expected {cls.__name__}, "
-                    f"int or None), got {type(value).__name__}")
-
-
-def _host_pointer(value: Any, what: str) -> tuple[int, Any]:
-    """An ``Any`` void* argument: an int address or an object with the buffer protocol."""
-    if value is None:
-        return 0, None
-    try:  # cuda-python first converts to an integer address (int, CUdeviceptr...)
-        return operator.index(value), None
-    except TypeError:
-        pass
-    try:
-        view = memoryview(value)
-    except TypeError:
-        raise TypeError(f"Argument '{what}' is not an int address or a buffer") from None
-    buf = (ctypes.c_char * view.nbytes).from_buffer_copy(view) if view.readonly else \
-        (ctypes.c_char * view.nbytes).from_buffer(view)
-    return ctypes.addressof(buf), buf
 
 
 _OK = CUresult.CUDA_SUCCESS
@@ -360,12 +160,12 @@ class FakeDriver:
 
     # ---- device and context ---------------------------------------------------------
 
-    def cuGetErrorName(self, error: CUresult) -> tuple[CUresult, bytes]:  # noqa: N802
+    def cuGetErrorName(self, error: CUresult) -> tuple[CUresult, bytes]:
         if not isinstance(error, CUresult):
             raise TypeError("Argument 'error' has incorrect type (expected CUresult)")
         return _OK, error.name.encode()
 
-    def cuInit(self, flags: int) -> tuple[CUresult]:  # noqa: N802
+    def cuInit(self, flags: int) -> tuple[CUresult]:
         self._count("cuInit")
         _uint(flags, "Flags")
         if flags != 0:
@@ -373,13 +173,13 @@ class FakeDriver:
         self.initialized = True
         return (_OK,)
 
-    def cuDeviceGetCount(self) -> tuple[CUresult, int]:  # noqa: N802
+    def cuDeviceGetCount(self) -> tuple[CUresult, int]:
         self._count("cuDeviceGetCount")
         if not self.initialized:
             return CUresult.CUDA_ERROR_NOT_INITIALIZED, 0
         return _OK, self.devices
 
-    def cuDeviceGet(self, ordinal: int) -> tuple[CUresult, CUdevice]:  # noqa: N802
+    def cuDeviceGet(self, ordinal: int) -> tuple[CUresult, CUdevice]:
         self._count("cuDeviceGet")
         if not self.initialized:
             return CUresult.CUDA_ERROR_NOT_INITIALIZED, CUdevice()
@@ -387,7 +187,7 @@ class FakeDriver:
             return CUresult.CUDA_ERROR_INVALID_DEVICE, CUdevice()
         return _OK, CUdevice(ordinal)
 
-    def cuDevicePrimaryCtxRetain(self, dev: Any) -> tuple[CUresult, CUcontext]:  # noqa: N802
+    def cuDevicePrimaryCtxRetain(self, dev: Any) -> tuple[CUresult, CUcontext]:
         self._count("cuDevicePrimaryCtxRetain")
         ordinal = _address(dev, CUdevice, "dev")
         if not 0 <= ordinal < self.devices:
@@ -396,7 +196,7 @@ class FakeDriver:
         self.contexts.add(ctx)
         return _OK, CUcontext(ctx)
 
-    def cuCtxSetCurrent(self, ctx: Any) -> tuple[CUresult]:  # noqa: N802
+    def cuCtxSetCurrent(self, ctx: Any) -> tuple[CUresult]:
         self._count("cuCtxSetCurrent")
         key = _address(ctx, CUcontext, "ctx")
         if key and key not in self.contexts:
@@ -404,7 +204,7 @@ class FakeDriver:
         self.current.ctx = key or None
         return (_OK,)
 
-    def cuDeviceGetAttribute(self, attrib: CUdevice_attribute, dev: Any) -> tuple[CUresult, int]:  # noqa: N802,E501
+    def cuDeviceGetAttribute(self, attrib: CUdevice_attribute, dev: Any) -> tuple[CUresult, int]:
         self._count("cuDeviceGetAttribute")
         if not isinstance(attrib, CUdevice_attribute):
             raise TypeError("Argument 'attrib' has incorrect type (expected CUdevice_attribute)")
@@ -416,7 +216,7 @@ class FakeDriver:
                  a.CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: 1024}[attrib]
         return _OK, value
 
-    def cuStreamCreate(self, flags: int) -> tuple[CUresult, CUstream]:  # noqa: N802
+    def cuStreamCreate(self, flags: int) -> tuple[CUresult, CUstream]:
         _uint(flags, "Flags")
         if (err := self._ready("cuStreamCreate")) != _OK:
             return err, CUstream()
@@ -426,7 +226,7 @@ class FakeDriver:
 
     # ---- memory ----------------------------------------------------------------------
 
-    def cuMemAlloc(self, bytesize: int) -> tuple[CUresult, CUdeviceptr]:  # noqa: N802
+    def cuMemAlloc(self, bytesize: int) -> tuple[CUresult, CUdeviceptr]:
         _uint(bytesize, "bytesize", 64)
         if (err := self._ready("cuMemAlloc")) != _OK:
             return err, CUdeviceptr()
@@ -442,7 +242,7 @@ class FakeDriver:
             bisect.insort(self.bases, base)
         return _OK, CUdeviceptr(base)
 
-    def cuMemFree(self, dptr: Any) -> tuple[CUresult]:  # noqa: N802
+    def cuMemFree(self, dptr: Any) -> tuple[CUresult]:
         base = _address(dptr, CUdeviceptr, "dptr")
         if (err := self._ready("cuMemFree")) != _OK:
             return (err,)
@@ -455,7 +255,7 @@ class FakeDriver:
             self.bases.remove(base)
         return (_OK,)
 
-    def cuMemcpyHtoD(self, dstDevice: Any, srcHost: Any, ByteCount: int) -> tuple[CUresult]:  # noqa: N802,N803,E501
+    def cuMemcpyHtoD(self, dstDevice: Any, srcHost: Any, ByteCount: int) -> tuple[CUresult]:
         dst = _address(dstDevice, CUdeviceptr, "dstDevice")
         src, _keep = _host_pointer(srcHost, "srcHost")
         n = _uint(ByteCount, "ByteCount", 64)
@@ -469,7 +269,7 @@ class FakeDriver:
             self.stats.htod_bytes += n
         return (_OK,)
 
-    def cuMemcpyDtoH(self, dstHost: Any, srcDevice: Any, ByteCount: int) -> tuple[CUresult]:  # noqa: N802,N803,E501
+    def cuMemcpyDtoH(self, dstHost: Any, srcDevice: Any, ByteCount: int) -> tuple[CUresult]:
         dst, _keep = _host_pointer(dstHost, "dstHost")
         src = _address(srcDevice, CUdeviceptr, "srcDevice")
         n = _uint(ByteCount, "ByteCount", 64)
@@ -483,7 +283,7 @@ class FakeDriver:
             self.stats.dtoh_bytes += n
         return (_OK,)
 
-    def cuMemsetD32Async(self, dstDevice: Any, ui: int, N: int, hStream: Any  # noqa: N802,N803
+    def cuMemsetD32Async(self, dstDevice: Any, ui: int, N: int, hStream: Any
                          ) -> tuple[CUresult]:
         dst = _address(dstDevice, CUdeviceptr, "dstDevice")
         _uint(ui, "ui")
@@ -499,7 +299,7 @@ class FakeDriver:
             queue.append(_Memset(dst, ui, n))
         return (_OK,)
 
-    def cuStreamSynchronize(self, hStream: Any) -> tuple[CUresult]:  # noqa: N802,N803
+    def cuStreamSynchronize(self, hStream: Any) -> tuple[CUresult]:
         if (err := self._ready("cuStreamSynchronize")) != _OK:
             return (err,)
         with self.lock:
@@ -511,7 +311,7 @@ class FakeDriver:
 
     # ---- modules and launches --------------------------------------------------------
 
-    def cuModuleLoadData(self, image: Any) -> tuple[CUresult, CUmodule]:  # noqa: N802
+    def cuModuleLoadData(self, image: Any) -> tuple[CUresult, CUmodule]:
         if (err := self._ready("cuModuleLoadData")) != _OK:
             return err, CUmodule()
         source = _image_source(image)
@@ -524,7 +324,7 @@ class FakeDriver:
         self.stats.modules += 1
         return _OK, m
 
-    def cuModuleGetFunction(self, hmod: Any, name: bytes) -> tuple[CUresult, CUfunction]:  # noqa: N802,E501
+    def cuModuleGetFunction(self, hmod: Any, name: bytes) -> tuple[CUresult, CUfunction]:
         if not isinstance(name, bytes):
             raise TypeError(f"expected bytes, {type(name).__name__} found")
         if (err := self._ready("cuModuleGetFunction")) != _OK:
@@ -539,9 +339,9 @@ class FakeDriver:
         self.functions[int(f)] = fn
         return _OK, f
 
-    def cuLaunchKernel(self, f: Any, gridDimX: int, gridDimY: int, gridDimZ: int,  # noqa: N802,N803,PLR0913,E501
-                       blockDimX: int, blockDimY: int, blockDimZ: int, sharedMemBytes: int,  # noqa: N803
-                       hStream: Any, kernelParams: Any, extra: int) -> tuple[CUresult]:  # noqa: N803
+    def cuLaunchKernel(self, f: Any, gridDimX: int, gridDimY: int, gridDimZ: int,
+                       blockDimX: int, blockDimY: int, blockDimZ: int, sharedMemBytes: int,
+                       hStream: Any, kernelParams: Any, extra: int) -> tuple[CUresult]:
         dims = [_uint(d, "dim") for d in (gridDimX, gridDimY, gridDimZ,
                                            blockDimX, blockDimY, blockDimZ, sharedMemBytes)]
         _uint(extra, "extra", 64)

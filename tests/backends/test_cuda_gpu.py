@@ -12,7 +12,6 @@ import ocannl_ast as oc
 from ocannl_ast.backends.c_backend import compile_c
 from ocannl_ast.lowering.loop_ir import Precision
 
-
 # Every test takes `cuda_device` (tests/backends/conftest.py): the real GPU where one is
 # usable, else the CPU emulator of the driver (cuda_emu.py), so these assertions run in CI.
 pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("cuda_device")]
