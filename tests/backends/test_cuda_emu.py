@@ -5,12 +5,16 @@ device residency, and the errors a user gets."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import cuda_cases as cc
 import numpy as np
 import pytest
 
 import ocannl_ast as oc
 from ocannl_ast.backends import cuda_backend, get_backend
+from ocannl_ast.backends.cuda_backend import render_cuda
 from ocannl_ast.lowering.loop_ir import (
     Buffer,
     CheckIndex,
@@ -233,3 +237,61 @@ def test_const_fill_of_many_cells() -> None:
     get_backend("cuda").compile(prog)([y])
     get_backend("cuda").to_host(y)
     np.testing.assert_array_equal(y, np.full(1000, 1.5))
+
+
+def test_bench_cuda_quick_runs_its_cuda_path() -> None:
+    """benchmarks/bench_cuda.py --quick measures the CUDA rows (on the emulator here: the
+    times mean nothing, the code path and its value checks are what is exercised)."""
+    bench_dir = Path(__file__).resolve().parents[2] / "benchmarks"
+    sys.path.insert(0, str(bench_dir))
+    try:
+        import bench_cuda
+
+        rows = bench_cuda.run(quick=True)
+    finally:
+        sys.path.remove(str(bench_dir))
+    text = [f"{r}" for r in rows]
+    assert not any("skipped" in t for t in text), text
+    assert sum("cuda time per call" in t for t in text) == 2, text
+
+
+def test_routines_run_from_other_threads() -> None:
+    """A CUDA context is current per host thread: a routine called from a fresh thread (a
+    data loader, a server) must make it current there, as `device()` does."""
+    import threading
+
+    x = oc.term("x", output_dims=[3])
+    y = x * x
+    ctx = oc.Context(backend="cuda")
+    r = ctx.compile(y.forward)
+    ctx.set(x, [1.0, 2.0, 3.0])
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            r()
+        except BaseException as e:  # noqa: BLE001 - reported to the main thread
+            errors.append(e)
+
+    t = threading.Thread(target=work)
+    t.start()
+    t.join()
+    assert errors == []
+    np.testing.assert_array_equal(ctx.get(y), [1.0, 4.0, 9.0])
+
+
+def test_module_images_reach_the_driver_whole() -> None:
+    """A CUBIN (ELF) ends with zero bytes of its tables: the runtime hands it over as is
+    (it used to strip trailing NULs and append one, so the driver read past the buffer);
+    PTX text gets its NUL terminator."""
+    from ocannl_ast.backends.cuda_nvrtc import nvrtc_compile
+    from ocannl_ast.backends.cuda_runtime import load_image
+
+    assert load_image(b"//ptx") == b"//ptx\0" and load_image(b"//ptx\0") == b"//ptx\0"
+    elf = b"\x7fELF" + b"\1" * 8 + b"\0" * 8
+    assert load_image(elf) == elf
+    try:
+        cubin, _ = nvrtc_compile("k", render_cuda(_checked_copy(4)), "sm_90")
+    except oc.BackendError as e:
+        pytest.skip(f"NVRTC is not importable here: {e}")
+    assert cubin.startswith(b"\x7fELF") and load_image(cubin) == cubin
