@@ -8,13 +8,20 @@ from collections.abc import Iterator
 import cuda_emu
 import pytest
 
+from ocannl_ast.backends import cuda_nvrtc
 from ocannl_ast.errors import BackendError
 
 
 @pytest.fixture(scope="session")
 def emu_driver(tmp_path_factory: pytest.TempPathFactory) -> cuda_emu.FakeDriver:
-    """One emulated device for the session (device arrays outlive single tests)."""
-    return cuda_emu.FakeDriver(tmp_path_factory.mktemp("cuda_emu"))
+    """One emulated device for the session (device arrays outlive single tests); its g++
+    builds are cached next to the NVRTC cache (``$OCANNL_AST_CACHE/cuda_emu``)."""
+    directory = cuda_nvrtc.cuda_cache_dir().parent / "cuda_emu"
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        directory = tmp_path_factory.mktemp("cuda_emu")
+    return cuda_emu.FakeDriver(directory)
 
 
 @pytest.fixture

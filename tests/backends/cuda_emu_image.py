@@ -8,6 +8,7 @@ in reverse order."""
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import os
 import re
@@ -131,20 +132,28 @@ extern "C" void ocemu_run_{k}(void** p, unsigned gx, unsigned gy, unsigned gz,
 _build_lock = threading.Lock()
 
 
+@functools.cache
+def _gxx_version() -> str:
+    res = subprocess.run(["g++", "--version"], check=False, capture_output=True, text=True)
+    return res.stdout
+
+
 def build_module(source: str, directory: Path) -> tuple[ctypes.CDLL, list[KernelSig]]:
     """g++-compile `source` with the shim and launchers (cached by digest in `directory`)."""
     sigs = kernel_sigs(source)
     text = SHIM + "\n" + source + "\n" + "".join(_launcher(s) for s in sigs)
-    key = hashlib.sha256((text + " ".join(GXX_FLAGS)).encode()).hexdigest()[:24]
+    key = hashlib.sha256("\0".join([text, *GXX_FLAGS, _gxx_version()]).encode()
+                         ).hexdigest()[:24]
     so = directory / f"emu_{key}.so"
     with _build_lock:
         if not so.exists():
-            cpp = directory / f"emu_{key}.cpp"
+            cpp = directory / f"emu_{key}.{os.getpid()}.cpp"
             cpp.write_text(text)
             tmp = directory / f"emu_{key}.{os.getpid()}.tmp.so"
-            res = subprocess.run(["g++", *GXX_FLAGS, "-o", str(tmp), str(cpp), "-lm"], check=False,
-                                 capture_output=True, text=True)
+            res = subprocess.run(["g++", *GXX_FLAGS, "-o", str(tmp), str(cpp), "-lm"],
+                                 check=False, capture_output=True, text=True)
             if res.returncode != 0:
                 raise EmulatorFault(f"the CUDA source does not compile as C++:\n{res.stderr}")
             tmp.replace(so)
+            cpp.replace(so.with_suffix(".cpp"))  # kept beside the build, for reading
     return ctypes.CDLL(str(so)), sigs
