@@ -295,3 +295,17 @@ def test_module_images_reach_the_driver_whole() -> None:
     except oc.BackendError as e:
         pytest.skip(f"NVRTC is not importable here: {e}")
     assert cubin.startswith(b"\x7fELF") and load_image(cubin) == cubin
+
+
+def test_arrays_a_routine_writes_must_be_writeable() -> None:
+    x = np.arange(4, dtype=np.float32)
+    y = np.zeros(4, dtype=np.float32)
+    y.flags.writeable = False  # the routine's result would be downloaded into it
+    routine = get_backend("cuda").compile(_checked_copy(4))
+    with pytest.raises(oc.BackendError, match="writeable"):
+        routine([x, y])
+    x.flags.writeable = False  # only read: fine
+    y2 = np.zeros(4, dtype=np.float32)
+    routine([x, y2])
+    get_backend("cuda").to_host(y2)
+    np.testing.assert_array_equal(y2, x)
