@@ -254,6 +254,8 @@ class _KernelWriter:
 
     def nest(self, loops: list[ForLoop], inner: Stmt) -> None:
         total = math.prod(lp.extent for lp in loops)
+        if total == 0:  # a zero-size axis: the nest runs nothing (and a grid of 0 is invalid)
+            return
         body = [f"  {CUDA.grid_stride(total)}"]
         stride = total
         for pos, lp in enumerate(loops):

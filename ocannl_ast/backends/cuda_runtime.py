@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import math
 import threading
 import weakref
 from collections.abc import Sequence
@@ -26,7 +25,7 @@ from ocannl_ast.backends.cuda_backend import CudaPlan
 from ocannl_ast.backends.cuda_nvrtc import INSTALL_HINT, compile_ptx
 from ocannl_ast.backends.runtime import NUMPY_DTYPE, _written_buffers
 from ocannl_ast.errors import BackendError, RuntimeDataError
-from ocannl_ast.lowering.loop_ir import LoopProgram
+from ocannl_ast.lowering.loop_ir import LoopProgram, cell_elems
 
 
 def driver_module() -> Any:
@@ -164,6 +163,14 @@ def host_written(arr: np.ndarray) -> None:
 # ---- routines ------------------------------------------------------------------------
 
 
+def load_image(image: bytes) -> bytes:
+    """The bytes to hand cuModuleLoadData: a binary image (a CUBIN: ELF, which ends with zero
+    bytes of its tables) whole; PTX text NUL-terminated."""
+    if image.startswith(b"\x7fELF") or image.endswith(b"\0"):
+        return image
+    return image + b"\0"
+
+
 class CudaRoutine:
     """A loaded CUDA routine: ``routine(arrays, static_args)`` like the C backend's."""
 
@@ -172,14 +179,13 @@ class CudaRoutine:
         self.name = prog.name
         self.plan = plan
         self._dtype = NUMPY_DTYPE[prog.precision]
-        self._sizes = tuple(math.prod(b.dims) for b in prog.buffers)
+        self._sizes = tuple(cell_elems(b, prog.precision) for b in prog.buffers)
         self._buffers = prog.buffers
         self._n_static = len(prog.static_args)
         written = _written_buffers(prog.body)
         self._written = tuple(b in written for b in prog.buffers)
-        self._image = np.frombuffer(image.rstrip(b"\0") + b"\0", dtype=np.uint8)
-        self._module = _check(dev.driver.cuModuleLoadData(self._image.ctypes.data),
-                              "cuModuleLoadData")
+        self._image = load_image(image)
+        self._module = _check(dev.driver.cuModuleLoadData(self._image), "cuModuleLoadData")
         self._functions = [_check(dev.driver.cuModuleGetFunction(self._module, k.name.encode()),
                                   "cuModuleGetFunction") for k in plan.kernels]
         self._err = _check(dev.driver.cuMemAlloc(4), "cuMemAlloc")
@@ -225,9 +231,11 @@ class CudaRoutine:
         devs: list[_DevArray] = []
         for pos, arr in enumerate(arrays):
             if not (isinstance(arr, np.ndarray) and arr.dtype == self._dtype
-                    and arr.size == self._sizes[pos] and arr.flags.c_contiguous):
+                    and arr.size == self._sizes[pos] and arr.flags.c_contiguous
+                    and (arr.flags.writeable or not self._written[pos])):
+                what = "writeable C-contiguous" if self._written[pos] else "C-contiguous"
                 raise BackendError(f"routine {self.name}: buffer {self._buffers[pos].name!r} "
-                                   f"needs a C-contiguous {self._dtype} array of "
+                                   f"needs a {what} {self._dtype} array of "
                                    f"{self._sizes[pos]} elements")
             d = _dev_array(arr)
             _upload(arr, d)
