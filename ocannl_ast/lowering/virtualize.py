@@ -11,9 +11,10 @@ the ids of the buffers it virtualized.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import assert_never
+from typing import Any, assert_never
 
 from .loop_ir import (
     CONTRACTION_MIN_WORK,
@@ -72,6 +73,15 @@ def virtualize(prog: LoopProgram, escaping: frozenset[int], constants: Mapping[i
 
     Example: ``virtualize(prog, frozenset({w.id}), {}).prog``.
     """
+    _memo.cache = {}
+    try:
+        return _virtualize(prog, escaping, constants, max_visits)
+    finally:
+        _memo.cache = None
+
+
+def _virtualize(prog: LoopProgram, escaping: frozenset[int], constants: Mapping[int, float],
+                max_visits: int) -> Virtualized:
     units = _units(prog.body)
     written = {b.id for u in units for b in _writes(u)}
     folds = {k: v for k, v in constants.items() if k not in written}
@@ -82,18 +92,7 @@ def virtualize(prog: LoopProgram, escaping: frozenset[int], constants: Mapping[i
     notes: list[str] = [f"constant: {b.name} = {folds[b.id]:g}" for b in prog.buffers
                         if b.id in folded]
     virtual: set[int] = set()
-    pos = 0
-    while pos < len(units):
-        prod = _producer(units[pos])
-        if (prod is None or prod.buf.id in escaping
-                or not _eligible(units, pos, prod, max_visits)):
-            pos += 1
-            continue
-        reads = sum(_count_gets(u, prod.buf) for u in units[pos + 1:])
-        units = [*units[:pos], *(_inline(u, prod) for u in units[pos + 1:])]
-        virtual.add(prod.buf.id)
-        notes.append(f"virtual: {prod.buf.name} (inlined into {reads} read"
-                     f"{'s' if reads != 1 else ''})")
+    units = _inline_all(units, escaping, max_visits, virtual, notes)
     units = _fuse_all(units, escaping, virtual, notes)
     body_stmts = tuple(Comment(n) for n in notes) + tuple(units)
     buffers = tuple(b for b in prog.buffers if b.id not in virtual and b.id not in folded)
@@ -133,7 +132,37 @@ def _stmts(s: Stmt) -> Iterator[Stmt]:
             pass
 
 
+#: per thread, while `virtualize` runs: (kind, id(stmt)) -> (stmt, its reads or writes).
+#: The passes ask for the same units' reads and writes over and over; without this they
+#: are quadratic in the program's size (a deep MLP's step took seconds).
+_memo = threading.local()
+
+
+def _memoized(kind: str, s: Stmt, compute: Callable[[Stmt], Any]) -> Any:
+    cache: dict[tuple[str, int], tuple[Stmt, Any]] | None = getattr(_memo, "cache", None)
+    if cache is None:
+        return compute(s)
+    hit = cache.get((kind, id(s)))
+    if hit is not None and hit[0] is s:
+        return hit[1]
+    val = compute(s)
+    cache[(kind, id(s))] = (s, val)  # holding s keeps its id from being reused
+    return val
+
+
 def _writes(s: Stmt) -> list[Buffer]:
+    return _memoized("w", s, _compute_writes)  # type: ignore[no-any-return]
+
+
+def _write_ids(s: Stmt) -> frozenset[int]:
+    return _memoized("wi", s, lambda x: frozenset(b.id for b in _writes(x)))  # type: ignore[no-any-return]
+
+
+def _read_ids(s: Stmt) -> frozenset[int]:
+    return _memoized("ri", s, lambda x: frozenset(b.id for b in _reads(x)))  # type: ignore[no-any-return]
+
+
+def _compute_writes(s: Stmt) -> list[Buffer]:
     return [x.buffer for x in _stmts(s) if isinstance(x, SetCell | Fill | SetFromVec)]
 
 
@@ -146,6 +175,10 @@ def _stmt_exprs(s: Stmt) -> list[Expr]:
 
 
 def _reads(s: Stmt) -> list[Buffer]:
+    return _memoized("r", s, _compute_reads)  # type: ignore[no-any-return]
+
+
+def _compute_reads(s: Stmt) -> list[Buffer]:
     return [g.buffer for x in _stmts(s) for e in _stmt_exprs(x) for g in _gets(e)]
 
 
@@ -224,29 +257,84 @@ def _pure(e: Expr, bound: set[Symbol]) -> bool:
             assert_never(e)
 
 
-def _eligible(units: list[Stmt], pos: int, prod: _Producer, max_visits: int) -> bool:
+class _Index:
+    """Which unit positions read and write each buffer; kept current while inlining
+    replaces readers (positions stay: a removed unit leaves a hole), so each candidate is
+    judged in time proportional to its own readers, not to the program."""
+
+    def __init__(self, slots: list[Stmt | None]) -> None:
+        self.readers: dict[int, set[int]] = {}
+        self.writers: dict[int, set[int]] = {}
+        for k, u in enumerate(slots):
+            if u is not None:
+                self.add(k, u)
+
+    def add(self, k: int, u: Stmt) -> None:
+        for b in _read_ids(u):
+            self.readers.setdefault(b, set()).add(k)
+        for b in _write_ids(u):
+            self.writers.setdefault(b, set()).add(k)
+
+    def remove(self, k: int, u: Stmt) -> None:
+        for b in _read_ids(u):
+            self.readers[b].discard(k)
+        for b in _write_ids(u):
+            self.writers[b].discard(k)
+
+
+def _inline_all(units: list[Stmt], escaping: frozenset[int], max_visits: int,
+                virtual: set[int], notes: list[str]) -> list[Stmt]:
+    """Inline every eligible producer into its readers, in program order."""
+    slots: list[Stmt | None] = list(units)
+    ix = _Index(slots)
+    for pos, unit in enumerate(slots):
+        prod = _producer(unit) if unit is not None else None
+        if (unit is None or prod is None or prod.buf.id in escaping
+                or not _eligible(slots, ix, pos, prod, max_visits)):
+            continue
+        readers = sorted(ix.readers[prod.buf.id])
+        reads = sum(_count_gets(_some(slots[k]), prod.buf) for k in readers)
+        for k in readers:
+            old = _some(slots[k])
+            new = _inline(old, prod)
+            ix.remove(k, old)
+            ix.add(k, new)
+            slots[k] = new
+        ix.remove(pos, unit)
+        slots[pos] = None
+        virtual.add(prod.buf.id)
+        notes.append(f"virtual: {prod.buf.name} (inlined into {reads} read"
+                     f"{'s' if reads != 1 else ''})")
+    return [u for u in slots if u is not None]
+
+
+def _some(u: Stmt | None) -> Stmt:
+    assert u is not None
+    return u
+
+
+def _eligible(slots: list[Stmt | None], ix: _Index, pos: int, prod: _Producer,
+              max_visits: int) -> bool:
     """Written only here, read only later, read at least once and at most `max_visits`
     times per cell, and nothing the expression reads is written before the last reader."""
     bid = prod.buf.id
-    if any(b.id == bid for b in _reads(units[pos])):
+    if ix.writers.get(bid, set()) != {pos}:
         return False
-    if any(b.id == bid for u in (*units[:pos], *units[pos + 1:]) for b in _writes(u)):
-        return False
-    if any(b.id == bid for u in units[:pos] for b in _reads(u)):
-        return False
-    readers = [k for k in range(pos + 1, len(units))
-               if any(b.id == bid for b in _reads(units[k]))]
-    if not readers or any(_word_read(units[k], bid) for k in readers):
-        return False  # a result nothing here reads (the caller's), or read as words
-    visits = sum(_visits(units[k], bid, []) for k in readers)
+    readers = sorted(ix.readers.get(bid, ()))
+    if not readers or readers[0] <= pos:
+        return False  # a result nothing here reads (the caller's), or read before/by itself
+    units = [_some(slots[k]) for k in readers]
+    if any(_word_read(u, bid) for u in units):
+        return False  # read as uint4x32 words
+    visits = sum(_visits(u, bid, []) for u in units)
     copy = isinstance(prod.expr, Get | Const)  # a plain read costs nothing to repeat
     if not copy and visits > max_visits * max(1, _cells(prod.buf)):
         return False
     inputs = {g.buffer.id for g in _gets(prod.expr)}
-    if any(b.id in inputs for u in units[pos + 1:readers[-1]] for b in _writes(u)):
+    if any(pos < w < readers[-1] for i in inputs for w in ix.writers.get(i, ())):
         return False
-    last = units[readers[-1]]
-    return not any(b.id in inputs for b in _writes(last)) or _in_place(_inline(last, prod))
+    last = units[-1]
+    return inputs.isdisjoint(_write_ids(last)) or _in_place(_inline(last, prod))
 
 
 def _in_place(u: Stmt) -> bool:
@@ -461,13 +549,13 @@ def _nest_loops(loops: list[tuple[Symbol, int]], body: Stmt) -> Stmt:
 
 def _single_reader(units: list[Stmt], pos: int, bid: int) -> bool:
     """Written only by unit `pos` (which does not read it), read by exactly one later unit."""
-    if any(b.id == bid for b in _reads(units[pos])):
+    if bid in _read_ids(units[pos]):
         return False
-    if any(b.id == bid for j, u in enumerate(units) if j != pos for b in _writes(u)):
+    if any(bid in _write_ids(u) for j, u in enumerate(units) if j != pos):
         return False
-    if any(b.id == bid for u in units[:pos] for b in _reads(u)):
+    if any(bid in _read_ids(u) for u in units[:pos]):
         return False
-    return sum(1 for u in units[pos + 1:] if bid in {b.id for b in _reads(u)}) == 1
+    return sum(1 for u in units[pos + 1:] if bid in _read_ids(u)) == 1
 
 
 def _axis_renaming(u: Stmt, cell: SetCell, buf: Buffer, p_axes: tuple[Symbol | None, ...]
