@@ -132,9 +132,14 @@ def _dev_array(arr: np.ndarray) -> _DevArray:
 
 
 def _upload(arr: np.ndarray, d: _DevArray) -> None:
+    """Copy the host array to its device buffer once the routine stream's earlier kernels,
+    which may still read or write that buffer, are done: the synchronous copy alone waits
+    for them only under the legacy default stream, not with per-thread default streams."""
     if d.host_newer:
         if arr.nbytes:
-            _check(device().driver.cuMemcpyHtoD(d.ptr, arr.ctypes.data, arr.nbytes),
+            dev = device()
+            _check(dev.driver.cuStreamSynchronize(dev.stream), "cuStreamSynchronize")
+            _check(dev.driver.cuMemcpyHtoD(d.ptr, arr.ctypes.data, arr.nbytes),
                    "cuMemcpyHtoD")
         d.host_newer = False
 

@@ -126,6 +126,9 @@ class FakeDriver:
         self.modules: dict[int, dict[str, _Function]] = {}
         self.functions: dict[int, _Function] = {}
         self.stats = Stats()
+        #: model CUDA's per-thread default stream: synchronous copies then do not wait for
+        #: the work queued on other (blocking) streams, as they do under the legacy stream
+        self.per_thread_default_stream = False
         self._next_handle = 0x1000
 
     # ---- helpers --------------------------------------------------------------------
@@ -262,7 +265,8 @@ class FakeDriver:
         if (err := self._ready("cuMemcpyHtoD")) != _OK:
             return (err,)
         with self.lock:
-            self.synchronize_all()  # the legacy stream waits for blocking streams
+            if not self.per_thread_default_stream:
+                self.synchronize_all()  # the legacy stream waits for blocking streams
             if self.find(dst, n) is None or not src or self.find(src) is not None:
                 return (CUresult.CUDA_ERROR_INVALID_VALUE,)
             ctypes.memmove(dst, src, n)
@@ -276,7 +280,8 @@ class FakeDriver:
         if (err := self._ready("cuMemcpyDtoH")) != _OK:
             return (err,)
         with self.lock:
-            self.synchronize_all()
+            if not self.per_thread_default_stream:
+                self.synchronize_all()
             if self.find(src, n) is None or not dst or self.find(dst) is not None:
                 return (CUresult.CUDA_ERROR_INVALID_VALUE,)
             ctypes.memmove(dst, src, n)

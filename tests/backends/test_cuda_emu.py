@@ -168,6 +168,27 @@ def test_set_get_round_trips(cuda_emu_driver) -> None:
     np.testing.assert_array_equal(ctx.get(y), np.ones((2, 3)))
 
 
+def test_uploads_wait_for_queued_kernels_under_per_thread_default_streams(
+        cuda_emu_driver) -> None:
+    """A `ctx.set` between two queued runs must not overwrite the input under the first
+    run's kernels, also when synchronous copies do not wait for other streams."""
+    cuda_emu_driver.per_thread_default_stream = True
+    x = oc.term("x", output_dims=[4])
+    acc = oc.param("acc_ptds", output_dims=[4], init=0.0)
+    ctx = oc.Context(backend="cuda")
+    step = ctx.compile(acc_add(acc, x))
+    ctx.set(x, np.full(4, 1.0))
+    step()  # queued: reads x = 1
+    ctx.set(x, np.full(4, 10.0))
+    step()  # reads x = 10
+    np.testing.assert_array_equal(ctx.get(acc), np.full(4, 11.0))
+
+
+@oc.cd
+def acc_add(acc, x):
+    acc += x
+
+
 def test_launches_are_asynchronous_until_a_read(cuda_emu_driver) -> None:
     x = oc.ndarray(np.arange(4.0), label="x")
     y = x + 1.0
