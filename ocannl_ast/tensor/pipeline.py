@@ -18,13 +18,10 @@ from ..infer import padding
 from ..infer.projections import derive_projections as derive_record_projections
 from ..infer.relations import logic_name
 from ..lowering import assignments as A
-from ..lowering.asgn_verify import verify_asgn
 from ..lowering.coupled import check_cover
 from ..lowering.loop_ir import IndexExpr, LoopProgram, Precision
-from ..lowering.loop_verify import verify_program
 from ..lowering.lower import NEUTRAL, free_symbols, lower
 from ..lowering.simplify import fold_zero_fills
-from ..lowering.virtualize import virtualize, written_buffers
 from .node import (
     AccumItem,
     CheckItem,
@@ -290,6 +287,8 @@ def virtualize_loops(prog: LoopProgram, opts: Options) -> LoopProgram:
     (`lowering.virtualize`); the buffers in `opts.keep` stay materialized."""
     if not virtualizing(opts):
         return prog
+    from ..lowering.virtualize import virtualize  # imported when first compiling
+
     return virtualize(prog, opts.keep, dict(opts.constants)).prog
 
 
@@ -316,8 +315,19 @@ def bind_statics(prog: LoopProgram, opts: Options) -> LoopProgram:
     return LoopProgram(prog.name, prog.buffers, statics, prog.body, prog.precision)
 
 
+# The verifiers run only with OCANNL_AST_CHECK=1: imported then, not with the package.
+
+
 def _verify_loops(prog: LoopProgram) -> None:
+    from ..lowering.loop_verify import verify_program
+
     verify_program(prog)
+
+
+def _verify_asgn(asgn: Any) -> None:
+    from ..lowering.asgn_verify import verify_asgn
+
+    verify_asgn(asgn)
 
 
 # ---- the stages ---------------------------------------------------------------------------
@@ -335,8 +345,8 @@ class Stage:
 STAGES: tuple[Stage, ...] = (
     Stage("close_shapes", close_shapes),                        # Code -> Code
     Stage("projections", derive_projections),                   # Code -> ProjectedCode
-    Stage("assignments", to_assignments, verify_asgn),          # ProjectedCode -> Asgn
-    Stage("simplify", simplify, verify_asgn),                   # Asgn -> Asgn
+    Stage("assignments", to_assignments, _verify_asgn),         # ProjectedCode -> Asgn
+    Stage("simplify", simplify, _verify_asgn),                  # Asgn -> Asgn
     Stage("lower", lower_loops),                                # Asgn -> LoopProgram
     Stage("virtualize", virtualize_loops),                      # LoopProgram -> LoopProgram
     Stage("bind_statics", bind_statics, _verify_loops),         # LoopProgram -> LoopProgram
@@ -375,6 +385,8 @@ def run(code: Code, opts: Options) -> Lowered:
     out = dict(trace)
     lowered, final = out["lower"], out["bind_statics"]
     gone = {b.id for b in lowered.buffers} - {b.id for b in final.buffers}
+    from ..lowering.virtualize import written_buffers
+
     virtual = gone & written_buffers(lowered.body)
     return Lowered(final, out["simplify"], held_out(code.tensors()), tuple(trace),
                    frozenset(virtual), frozenset(gone - virtual))
