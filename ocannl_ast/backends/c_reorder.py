@@ -229,8 +229,9 @@ def render(r: Renderer, loop: ForLoop, depth: int, out: list[str]) -> bool:
     index: tuple[IndexExpr, ...] = tuple(index_of(s) for s, _ in red.outer)
     acc = Get(local, index)
     pad = "  " * depth
-    out += [f"{pad}/* reduction over {'x'.join(str(e) for _, e in red.reduce)} hoisted "
-            f"outside its {'x'.join(map(str, dims))} output cells */", pad + "{",
+    note = (f"reduction over {'x'.join(str(e) for _, e in red.reduce)} hoisted outside its "
+            f"{'x'.join(map(str, dims))} output cells")
+    out += [f"{pad}/* {note} */", pad + "{",
             f"{pad}  {r.words['T']} {local.name}[{math.prod(dims)}];"]
     _nest(r, red.outer, SetCell(local, index, red.init), depth + 1, out)
     step = SetCell(local, index, _subst(red.step, red.acc, acc))
