@@ -11,10 +11,10 @@ kernels). Input: a `ForLoop` of a verified `LoopProgram`. Output: C text
 
 Every output cell sees the same operations on the same values in the same order (red = 0,
 1, 2, ...), so the results are bit-identical to the scalar fold under strict FP. Refused
-(old loops kept) unless: the nest has exactly that form; the local array has 2 ..
-`MAX_CELLS` cells; neither `init` nor `f` reads the stored buffer nor any scalar local
-other than `acc`; every read in `f` steps by 0 or 1 element along the innermost output
-loop. ``OCANNL_AST_REORDER=0`` turns it off. Plain C only (CUDA: one thread per cell).
+(old loops kept) unless: the nest has exactly that form; the local array has `MIN_CELLS`
+.. `MAX_CELLS` cells; the reduction runs at least `MIN_REDUCE` iterations; neither `init`
+nor `f` reads the stored buffer nor any scalar local other than `acc`; every read in `f`
+steps by 0 or 1 element along the innermost output loop. ``OCANNL_AST_REORDER=0`` turns it off. Plain C only (CUDA: one thread per cell).
 """
 
 from __future__ import annotations
@@ -54,6 +54,8 @@ from ocannl_ast.lowering.loop_ir import (
 MAX_CELLS = 4096
 #: Smallest number of output cells (independent accumulators) worth the reordering.
 MIN_CELLS = 2
+#: Shortest reduction (iterations per cell) worth it: a shorter fold is no latency chain.
+MIN_REDUCE = 8
 
 Loop = tuple[Symbol, int]
 
@@ -167,7 +169,7 @@ def admissible(red: Reduction) -> bool:
     cells = math.prod(e for _, e in red.outer)
     if not red.outer or not MIN_CELLS <= cells <= MAX_CELLS:
         return False
-    if red.store.buffer.uint4x32 or math.prod(e for _, e in red.reduce) < 2:
+    if red.store.buffer.uint4x32 or math.prod(e for _, e in red.reduce) < MIN_REDUCE:
         return False
     init_gets, init_locals = _reads(red.init)
     step_gets, step_locals = _reads(red.step)

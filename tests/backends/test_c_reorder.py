@@ -60,7 +60,7 @@ def moons(batch: int = 12, hidden: int = 8, precision: str = "float32") -> Outpu
 def layer_norm() -> Outputs:
     rng = np.random.default_rng(12)
     x = oc.param("ro_ln_x", output_dims=[7], init=rng.normal(size=7).astype(np.float32))
-    rows = oc.ndarray(rng.normal(size=(6, 7)).astype(np.float32), batch_axes=1) * x
+    rows = oc.ndarray(rng.normal(size=(10, 7)).astype(np.float32), batch_axes=1) * x
     ln = oc.nn.layer_norm()
     y = ln(rows)
     loss = oc.einsum("b|o; o=>", y * y, oc.ndarray(rng.normal(size=7).astype(np.float32)))

@@ -137,6 +137,11 @@ REFUSED: dict[str, Stmt] = {
     "strided_inner_reads": nest(op(BinOp.ADD, ACC, Get(Buffer(4, "z", (NI, NJ, NB)),
                                                        ix(I, J, B)))),
     "one_output_cell": nest(outer=((I, 1), (J, 1))),
+    "short_reduction": ForLoop(I, NI, ForLoop(J, NJ, Seq((
+        DeclLocal("acc", ZERO), ForLoop(T, c_reorder.MIN_REDUCE - 1, SetLocal("acc", op(
+            BinOp.ADD, ACC, Get(Buffer(4, "z", (NI, NJ, NB)), (index_of(I), index_of(J),
+                                                               index_of(T)))))),
+        SetCell(C, ix(I, J), op(BinOp.ADD, ACC, Get(C, ix(I, J)))))))),
 }
 
 
