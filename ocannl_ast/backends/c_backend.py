@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import assert_never
 
+from ocannl_ast.backends import c_reorder
 from ocannl_ast.backends.c_contraction import KernelUse
 from ocannl_ast.backends.c_syntax import ASCII_WORD, C, CSyntax, c_const, c_ident
 from ocannl_ast.backends.c_uint4x32 import TYPE as U4
@@ -94,6 +95,8 @@ class _CRenderer:
     n_iters: int = 0
     #: contraction kernels (plain C only: `c_contraction`); None keeps every loop nest
     kernels: KernelUse | None = None
+    #: hoist small reductions outside their output loops (plain C only: `c_reorder`)
+    reorder: bool = False
     used_buffers: set[Buffer] = field(default_factory=set)  #: by the text rendered so far
     used_symbols: set[Symbol] = field(default_factory=set)
     checked: bool = False  #: whether that text has a CheckIndex (can return an error code)
@@ -101,6 +104,7 @@ class _CRenderer:
     def __post_init__(self) -> None:
         if type(self.syntax) is CSyntax:
             self.kernels = KernelUse()
+            self.reorder = c_reorder.enabled()
         self.words = self.syntax.words(self.prog.precision)
         taken: set[str] = set()
         for buf in self.prog.buffers:
@@ -253,6 +257,8 @@ class _CRenderer:
     def for_loop(self, sym: Symbol, extent: int, body: Stmt, depth: int, out: list[str]) -> None:
         if self.kernels is not None and self.kernels.render(self, ForLoop(sym, extent, body),
                                                             depth, out):
+            return
+        if self.reorder and c_reorder.render(self, ForLoop(sym, extent, body), depth, out):
             return
         if sym not in self.symbols:
             self.symbols[sym] = f"i{self.n_iters}"

@@ -60,7 +60,7 @@ static __attribute__((noinline)) int routine_f0(float* restrict img, float* rest
   return 0;
 }
 
-static __attribute__((noinline)) int routine_f1(float* restrict img, float* restrict einsum, float* restrict einsum_max, float* restrict window, float* restrict einsum_1) {
+static __attribute__((noinline)) int routine_f1(float* restrict img, float* restrict einsum_max, float* restrict window) {
   for (int64_t i17 = 0; i17 < 6; ++i17) {
     for (int64_t i18 = 0; i18 < 2; ++i18) {
       img[12*i17 + i18] = -INFINITY;
@@ -71,19 +71,39 @@ static __attribute__((noinline)) int routine_f1(float* restrict img, float* rest
       img[12*i19 + i20 + 10] = -INFINITY;
     }
   }
-  for (int64_t i21 = 0; i21 < 4; ++i21) {
-    for (int64_t i22 = 0; i22 < 4; ++i22) {
-      for (int64_t i23 = 0; i23 < 2; ++i23) {
-        float l_acc2 = -INFINITY;
-        for (int64_t i24 = 0; i24 < 3; ++i24) {
-          for (int64_t i25 = 0; i25 < 3; ++i25) {
-            l_acc2 = ocannl_max_f(l_acc2, (img[12*i21 + 12*i24 + 2*i22 + 2*i25 + i23] + window[3*i24 + i25]));
+  /* reduction over 3x3 hoisted outside its 4x4x2 output cells */
+  {
+    float ocannl_red0[32];
+    for (int64_t i21 = 0; i21 < 4; ++i21) {
+      for (int64_t i22 = 0; i22 < 4; ++i22) {
+        for (int64_t i23 = 0; i23 < 2; ++i23) {
+          ocannl_red0[8*i21 + 2*i22 + i23] = -INFINITY;
+        }
+      }
+    }
+    for (int64_t i24 = 0; i24 < 3; ++i24) {
+      for (int64_t i25 = 0; i25 < 3; ++i25) {
+        for (int64_t i21 = 0; i21 < 4; ++i21) {
+          for (int64_t i22 = 0; i22 < 4; ++i22) {
+            for (int64_t i23 = 0; i23 < 2; ++i23) {
+              ocannl_red0[8*i21 + 2*i22 + i23] = ocannl_max_f(ocannl_red0[8*i21 + 2*i22 + i23], (img[12*i21 + 12*i24 + 2*i22 + 2*i25 + i23] + window[3*i24 + i25]));
+            }
           }
         }
-        einsum_max[8*i21 + 2*i22 + i23] = l_acc2;
+      }
+    }
+    for (int64_t i21 = 0; i21 < 4; ++i21) {
+      for (int64_t i22 = 0; i22 < 4; ++i22) {
+        for (int64_t i23 = 0; i23 < 2; ++i23) {
+          einsum_max[8*i21 + 2*i22 + i23] = ocannl_red0[8*i21 + 2*i22 + i23];
+        }
       }
     }
   }
+  return 0;
+}
+
+static __attribute__((noinline)) int routine_f2(float* restrict einsum, float* restrict einsum_max, float* restrict einsum_1) {
   for (int64_t i26 = 0; i26 < 2; ++i26) {
     for (int64_t i27 = 0; i27 < 2; ++i27) {
       for (int64_t i28 = 0; i28 < 4; ++i28) {
@@ -100,6 +120,7 @@ static __attribute__((noinline)) int routine_f1(float* restrict img, float* rest
 
 int routine(float* const* bufs, const int64_t* statics) {
   routine_f0(bufs[0], bufs[1], bufs[2]);
-  routine_f1(bufs[0], bufs[1], bufs[3], bufs[4], bufs[5]);
+  routine_f1(bufs[0], bufs[3], bufs[4]);
+  routine_f2(bufs[1], bufs[3], bufs[5]);
   return 0;
 }
