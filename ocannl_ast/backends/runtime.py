@@ -8,7 +8,7 @@ writeable where written, no aliasing of written buffers) before C ever sees it.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, assert_never
@@ -81,7 +81,6 @@ class CompiledRoutine:
     """
 
     __slots__ = (
-        "_bound",
         "_buffers",
         "_checks",
         "_ctype",
@@ -96,6 +95,7 @@ class CompiledRoutine:
         "_statics",
         "_table",
         "_written",
+        "bound",
         "library_path",
         "name",
         "source_path",
@@ -119,7 +119,7 @@ class CompiledRoutine:
         self._table = ffi.new(f"{library.c_type} *[]", max(1, len(prog.buffers)))
         self._statics = ffi.new("int64_t[]", max(1, self._n_static))
         self._exports: tuple[Any, ...] = ()  # keep the table's memory exported (alive)
-        self._bound: tuple[np.ndarray, ...] | None = None  # the arrays of the table
+        self.bound: tuple[np.ndarray, ...] | None = None  #: the arrays of the table (read-only)
         self._lock = threading.Lock()  # the table and the statics are shared state
 
     def __call__(self, arrays: Sequence[np.ndarray], static_args: Sequence[int] = ()) -> None:
@@ -129,7 +129,7 @@ class CompiledRoutine:
                 f"static ints, got {len(arrays)} and {len(static_args)}"
             )
         with self._lock:
-            if arrays is not self._bound and not self._same_as_bound(arrays):
+            if arrays is not self.bound and not self._same_as_bound(arrays):
                 self._bind(arrays)
             self._run(static_args)
 
@@ -150,7 +150,7 @@ class CompiledRoutine:
         """Call C on the bound arrays with `static_args` (Python ints). The caller holds the
         routine's lock (see `share_lock`) and has bound the arrays. A static beyond int64
         raises OverflowError before C runs."""
-        if self._bound is None:  # an unfilled table: C would read null pointers
+        if self.bound is None:  # an unfilled table: C would read null pointers
             raise BackendError(f"routine {self.name}: no arrays bound (call bind first)")
         n = self._n_static
         if n == 1:
@@ -160,6 +160,12 @@ class CompiledRoutine:
         code = self._fn(self._table, self._statics)
         if code != 0:
             raise self._failed(code)
+
+    def entry(self) -> tuple[Any, Any, Any, Callable[[int], RuntimeDataError]]:
+        """``(fn, table, statics, failed)`` for a caller's own leanest call of the bound
+        arrays (`bound`), holding the routine's lock: store the static ints into `statics`,
+        ``code = fn(table, statics)``, and raise ``failed(code)`` when code is nonzero."""
+        return self._fn, self._table, self._statics, self._failed
 
     def _run(self, static_args: Sequence[int]) -> None:
         try:
@@ -178,9 +184,9 @@ class CompiledRoutine:
         Our references and cffi's buffer exports keep those arrays' memory alive; the size
         check catches an in-place ``resize``, the one way their data could move.
         """
-        if self._bound is None:
+        if self.bound is None:
             return False
-        for arr, prev, size in zip(arrays, self._bound, self._sizes):
+        for arr, prev, size in zip(arrays, self.bound, self._sizes):
             if arr is not prev or arr.size != size or arr.dtype != self._dtype:
                 return False
         return True
@@ -199,7 +205,7 @@ class CompiledRoutine:
         for pos, ptr in enumerate(exports):
             self._table[pos] = ptr
         self._exports = tuple(exports)
-        self._bound = arrays if isinstance(arrays, tuple) else tuple(arrays)
+        self.bound = arrays if isinstance(arrays, tuple) else tuple(arrays)
 
     def _check_aliasing(self, arrays: Sequence[np.ndarray]) -> None:
         """Buffers are `restrict`: an array written through one may not be passed twice."""

@@ -20,6 +20,7 @@ from ..lowering.loop_ir import BinOp, Buffer, LoopProgram, Precision, cell_elems
 from ..lowering.threefry import threefry4x32
 from . import checkpoint, pipeline, validate
 from .escape import user_held
+from .fastcall import FastCall, fast_caller
 from .node import BUFFER_MARGINS, Code, FetchItem, Init, NodeRef, Tensor, concat
 from .pipeline import held_out, init_deps
 from .random_init import random_init
@@ -77,8 +78,7 @@ class Context:
         self.available: set[int] = set()
         self.initialized: set[int] = set()
         self.lock = threading.RLock()  #: serializes init, routine calls, get/set/eval
-        #: bumped whenever an array object of `arrays` is replaced: routines re-bind theirs
-        self.arrays_epoch = 0
+        self._arrays_epoch = 0
         self._evals: dict[int, Routine | None] = {}  #: tensor id -> its eval routine
         #: what `save`/`load` checkpoint: params and persistent nodes of routines compiled here
         self.holdings: dict[int, Tensor] = {}
@@ -88,8 +88,19 @@ class Context:
         self.folded: dict[int, str] = {}  #: constant buffer id -> a routine that folded it
         self.user_set: set[int] = set()  #: buffer ids set by ctx.set (never folded)
         self.routines: list[Routine] = []  #: the routines compiled here (for recompiling)
-        #: the routine that ran last: a routine run again right after itself skips checks
-        self.last_run: Routine | None = None
+        #: the routine that may run again without checks: it ran last, through its checked
+        #: path, and since then no array was replaced and it did not go stale
+        self.fast: Routine | None = None
+
+    @property
+    def arrays_epoch(self) -> int:
+        """Bumped whenever an array object of `arrays` is replaced: routines re-bind theirs."""
+        return self._arrays_epoch
+
+    @arrays_epoch.setter
+    def arrays_epoch(self, value: int) -> None:
+        self._arrays_epoch = value
+        self.fast = None
 
     # ---- host data ---------------------------------------------------------------------
 
@@ -342,7 +353,8 @@ class Routine:
     it), so once a call ran, later calls skip that check; they re-bind the arrays only
     after the context replaced one (`Context.arrays_epoch`), and go the checked way again
     when another routine ran in between (to update what is available) or this one must be
-    recompiled (`stale`).
+    recompiled (`stale`). A call right after a checked run of the same routine
+    (`Context.fast`) only stores its static ints and calls the compiled code.
     """
 
     def __init__(self, ctx: Context, code: Code, name: str,
@@ -363,7 +375,7 @@ class Routine:
         self.needs = frozenset(reads)
         self.virtual = frozenset(out.virtual)  #: buffers computed inline: no value after
         self.writes = frozenset(writes - out.virtual)
-        self.stale = False  #: recompile before the next run (something must be kept)
+        self.stale = False
         for b in out.virtual:
             self.ctx.virtual[b] = self.name
         for b in out.folded:
@@ -373,8 +385,8 @@ class Routine:
         getter = operator.itemgetter(*self._names) if self._names else lambda kw: ()
         self._by_name: Any = ((lambda kw: (getter(kw),)) if len(self._names) == 1 else getter)
         self._ready = False  # every input had a value at a call that ran (stays true)
-        self._epoch = -1  # the ctx.arrays_epoch of a ready call: then only run
         self.arrays: tuple[np.ndarray, ...] = ()
+        self._fast: FastCall = lambda args, kwargs: False  # see `fastcall`
         self._arrays_epoch = -1  # the ctx.arrays_epoch `arrays` were taken at
         self._bind = getattr(compiled, "bind", None)  # the C backend binds once, then runs
         if self._bind is not None:
@@ -382,13 +394,27 @@ class Routine:
             self._run = compiled.run_bound
         else:
             self._run = lambda statics: compiled(self.arrays, statics)
+        if self.ctx.fast is self:
+            self.ctx.fast = None
         self._refresh()
+
+    @property
+    def stale(self) -> bool:
+        """Recompile before the next run (something it virtualized must now be kept)."""
+        return self._stale
+
+    @stale.setter
+    def stale(self, value: bool) -> None:
+        self._stale = value
+        if value and self.ctx.fast is self:
+            self.ctx.fast = None
 
     def _refresh(self) -> None:
         """Take the context's current arrays (and bind them, on a backend that binds)."""
         self.arrays = tuple(self.ctx.array(b) for b in self.prog.buffers)
         if self._bind is not None:
             self._bind(self.arrays)
+        self._fast = fast_caller(self)
         self._arrays_epoch = self.ctx.arrays_epoch
 
     def _statics(self, args: tuple[int, ...], kwargs: dict[str, int]) -> list[int]:
@@ -406,33 +432,23 @@ class Routine:
                 for s, v in zip(self.prog.static_args, vals, strict=True)]
 
     def __call__(self, *args: int, **kwargs: int) -> None:
-        statics: Any = args
-        if kwargs:  # all by name, in the routine's order
-            statics = None
-            if not args and len(kwargs) == len(self._names):
-                try:
-                    statics = self._by_name(kwargs)
-                except KeyError:
-                    pass
-        if statics is not None and len(statics) == len(self._names):
-            for v in statics:
-                if type(v) is not int:
-                    statics = None
-                    break
-        else:
-            statics = None
-        if statics is None:
-            statics = self._statics(args, dict(kwargs))  # checks (and explains) them
-        ctx = self.ctx
-        with ctx.lock:
-            if self._epoch != ctx.arrays_epoch or ctx.last_run is not self or self.stale:
-                self._checked_run(statics)
+        try:
+            if self._fast(args, kwargs):
                 return
+        except OverflowError:  # a static beyond int64: nothing ran
+            self._statics(args, dict(kwargs))
+            raise
+        statics = self._named(args, kwargs) if kwargs else args
+        with self.ctx.lock:
+            self._checked_run(self._statics(statics, {}))
+
+    def _named(self, args: tuple[int, ...], kwargs: dict[str, int]) -> tuple[Any, ...]:
+        if not args and len(kwargs) == len(self._names):
             try:
-                self._run(statics)
-            except OverflowError:  # beyond int64: nothing ran
-                self._statics(args, dict(kwargs))
-                raise
+                return self._by_name(kwargs)  # type: ignore[no-any-return]
+            except KeyError:
+                pass
+        return tuple(self._statics(args, dict(kwargs)))
 
     def _checked_run(self, statics: Any) -> None:
         """A call before the inputs were known to have values, after arrays changed, after
@@ -449,21 +465,24 @@ class Routine:
                        "and now keep it: run them again first" if inline else "")
                 raise RuntimeDataError(f"{names} has no value: set it with ctx.set(...) before "
                                        f"running code that reads it{why}", user_span())
-        if self._arrays_epoch != self.ctx.arrays_epoch:
-            self._refresh()
-        statics = [validate.check_static_value(self.prog.name, name, v)
-                   for name, v in zip(self._names, statics, strict=True)]
+        self._rebind_if_needed()
         self._run(statics)
         self._ran()
         self._ready = True
-        self._epoch = self.ctx.arrays_epoch
+        self.ctx.fast = self
+
+    def _rebind_if_needed(self) -> None:
+        """Take the context's arrays again when it replaced one, or when a direct call of
+        `compiled` bound other arrays."""
+        if (self._arrays_epoch != self.ctx.arrays_epoch
+                or getattr(self.compiled, "bound", self.arrays) is not self.arrays):
+            self._refresh()
 
     def run_unchecked(self) -> None:
         with self.ctx.lock:
             if self.stale:
                 self._build()
-            if self._arrays_epoch != self.ctx.arrays_epoch:
-                self._refresh()
+            self._rebind_if_needed()
             self._run(())
             self._ran()
 
@@ -472,7 +491,7 @@ class Routine:
         older value would be stale)."""
         self.ctx.available |= self.writes
         self.ctx.available -= self.virtual
-        self.ctx.last_run = self
+        self.ctx.fast = None
 
 
 def read_write_sets(asgn: A.Asgn) -> tuple[set[int], set[int]]:

@@ -311,3 +311,46 @@ def test_run_bound_needs_bound_arrays() -> None:
     np.testing.assert_array_equal(arrays[pos], [4, 5, 6, 7])
     with pytest.raises(oc.BackendError, match=f"takes {len(arrays)} arrays, got 1"):
         fresh.bind(arrays[:1])
+
+
+def test_a_direct_call_with_other_arrays_does_not_redirect_the_routine() -> None:
+    """`routine.compiled(arrays)` binds those arrays; the routine's next call (fast path
+    included) must run on the context's arrays again, not on the caller's copies."""
+    ctx, routine, _, y = _copy_routine()
+    routine(batch=0)
+    routine(batch=1)  # now on the fast path
+    np.testing.assert_array_equal(ctx.get(y), [4, 5, 6, 7])
+    pos = next(i for i, b in enumerate(routine.prog.buffers) if b.id == y.buffer().id)
+    copies = [a.copy() for a in routine.arrays]
+    routine.compiled(copies, [2])
+    np.testing.assert_array_equal(copies[pos], [8, 9, 10, 11])
+    copies[pos][:] = -5
+    for batch, want in [(0, [0, 1, 2, 3]), (2, [8, 9, 10, 11]), (1, [4, 5, 6, 7])]:
+        routine(batch=batch)
+        np.testing.assert_array_equal(ctx.get(y), want)
+        routine(batch)
+        np.testing.assert_array_equal(ctx.get(y), want)
+    np.testing.assert_array_equal(copies[pos], [-5, -5, -5, -5])  # never written again
+
+
+def test_fast_calls_after_set_and_other_routines_see_current_values() -> None:
+    """Calls on the fast path interleaved with ctx.set, another routine and eval: every
+    result matches NumPy on the values as they are at that call."""
+    xv = np.arange(6, dtype=np.float32).reshape(3, 2)
+    x = oc.ndarray(xv, batch_axes=1, label="fc_x")
+    w = oc.param("fc_w", input_dims=[2], output_dims=[2], init=np.eye(2, dtype=np.float32))
+    b = oc.static_index("batch")
+    y = w @ x.batch_slice(b)
+    z = y * 3.0
+    ctx = oc.Context()
+    ry, rz = ctx.compile(y.forward), ctx.compile(z.forward)
+    wv = np.eye(2, dtype=np.float32)
+    for step in range(6):
+        for i in range(3):
+            ry(batch=i)
+            ry(i)  # a repeated call: the fast path
+            np.testing.assert_array_equal(ctx.get(y), wv @ xv[i])
+            rz(batch=i)
+            np.testing.assert_array_equal(ctx.get(z), 3 * (wv @ xv[i]))
+        wv = wv + np.float32(step + 1)
+        ctx.set(w, wv)
