@@ -3,11 +3,11 @@ steps, for Python. See shared API.md for the public contract."""
 
 from __future__ import annotations
 
-from typing import Any
+import importlib as _importlib
+from typing import TYPE_CHECKING, Any
 
 import numpy as _np
 
-from . import nn, testing
 from .errors import (
     ArgumentError,
     BackendError,
@@ -69,6 +69,9 @@ from .tensor.pipeline import render as _render
 from .tensor.report import summary
 from .tensor.schedules import lr_constant, lr_cosine, lr_warmup, step_counter
 from .tensor.train import grad_update, sgd_update
+
+if TYPE_CHECKING:
+    from . import nn, testing
 
 range = range_  # OCANNL's `range`; the builtin stays reachable as builtins.range
 
@@ -201,3 +204,14 @@ __all__ = [
     "value_and_grad",
     "where",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """`oc.nn` and `oc.testing` are imported on first use (keeps `import ocannl_ast` fast)."""
+    if name in ("nn", "testing"):
+        return _importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), "nn", "testing"})

@@ -7,6 +7,8 @@ never run), but they still count for the layer rules."""
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -138,3 +140,21 @@ def test_backends_see_only_the_loop_ir() -> None:
     assert bad == []
     for name in BACKEND_MAY_IMPORT:
         assert name in MODULES, f"{name} no longer exists: update BACKEND_MAY_IMPORT"
+
+
+def test_nn_and_testing_load_on_first_use() -> None:
+    """`import ocannl_ast` leaves `oc.nn` / `oc.testing` for their first use (import time);
+    every way of reaching them still works."""
+    code = (
+        "import sys, ocannl_ast as oc\n"
+        "assert 'ocannl_ast.nn' not in sys.modules and 'ocannl_ast.testing' not in sys.modules\n"
+        "assert 'nn' in dir(oc) and 'testing' in dir(oc)\n"
+        "assert callable(oc.nn.linear) and callable(oc.testing.check_grads)\n"
+        "from ocannl_ast import nn\n"
+        "import ocannl_ast.testing as t\n"
+        "assert nn is oc.nn and t is oc.testing\n"
+        "try:\n    oc.no_such_name\nexcept AttributeError:\n    pass\n"
+        "else:\n    raise SystemExit('no AttributeError')\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
