@@ -10,6 +10,10 @@ grouped into M, N and K, so any strides, axis orders, transposes and im2col-styl
 micro-kernel keeps an MR x NR tile in vector registers (GCC vector extensions; the width
 follows ``__AVX512F__`` / ``__AVX__``). Only the micro-kernel compiles with FMA
 contraction (``optimize("fp-contract=fast")``); everything else keeps -ffp-contract=off.
+Small problems (one thread, no third factor on A, K <= OCK_KC and B's K x N panel within
+OCK_SMALL_BYTES) take a lighter path: B packed once into a stack buffer, A read in place
+through its offset tables, C stored directly, no heap allocation; per element it sums in the
+same order as the blocked path, so both give the same bits.
 With OpenMP, M (or N) is split into one range of whole tiles per thread; each C tile is
 computed by one thread in the same order, so results do not depend on the thread count.
 """
