@@ -4,12 +4,16 @@ C written directly), from the user's side: einsums forced through the kernel at 
 every row-tile height, K up to and past the blocking depth, transposed operands, batch axes,
 accumulating gradients and a convolution's window mask — values against NumPy, gradients
 against float64 central differences, and the same bits as the blocked path (rendered with
-the small path switched off)."""
+the small path switched off). Accumulation into a strided C (``c += a @ b``) is tested on the
+kernel called directly: the lowering's accumulating nests do not reach it at these sizes."""
 
 from __future__ import annotations
 
+import ctypes
 import shutil
+import subprocess
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -200,3 +204,66 @@ def test_small_conv_kernel_grad_with_window_mask(b: int, n: int, ci: int, co: in
     on, _, _ = _conv_kernel_grad(xs, cs, "float32", small=True)
     off, _, _ = _conv_kernel_grad(xs, cs, "float32", small=False)
     assert on.tobytes() == off.tobytes()
+
+
+# ---- the kernel called directly: accumulation and strided C (`c += a @ b`, which the
+# lowering's accumulating nests do not hand to the kernel at these sizes) ----------------
+
+_DRIVER = """
+int run_T(const T* a, const T* b, T* c, int acc, const int64_t* d) {
+  return ocannl_mm_run_P(a, 0, b, 0, c, acc, 1, d);
+}
+"""
+
+
+def _kernel_lib(tmp_path: Path, precision: str, small: bool) -> ctypes.CDLL:
+    t, p = ("float", "f") if precision == "float32" else ("double", "d")
+    saved = c_contraction_kernel.SMALL_BYTES
+    c_contraction_kernel.SMALL_BYTES = saved if small else 0
+    try:
+        text = "\n".join(["#include <stdint.h>", *c_contraction_kernel.kernel_c(t, p)])
+    finally:
+        c_contraction_kernel.SMALL_BYTES = saved
+    src = tmp_path / f"k_{p}_{int(small)}.c"
+    src.write_text(text + _DRIVER.replace("run_T", "run").replace("T*", t + "*")
+                   .replace("_P(", f"_{p}("))
+    lib = src.with_suffix(".so")
+    subprocess.run(["gcc", "-O2", "-march=native", "-std=c11", "-ffp-contract=off",
+                    "-fno-math-errno", "-shared", "-fPIC", str(src), "-o", str(lib)], check=True)
+    return ctypes.CDLL(str(lib))
+
+
+def _call(lib: ctypes.CDLL, a: np.ndarray, b: np.ndarray, c: np.ndarray, acc: bool,
+          c_strides: tuple[int, int]) -> None:
+    (m, k), n = a.shape, b.shape[1]
+    d = np.array([1, 1, 1, m, k, 0, c_strides[0], n, 1, 0, c_strides[1], k, 1, 0, n, 0],
+                 dtype=np.int64)
+    ptr = ctypes.c_void_p
+    lib.run.argtypes = [ptr, ptr, ptr, ctypes.c_int, ptr]
+    assert lib.run(a.ctypes.data, b.ctypes.data, c.ctypes.data, int(acc), d.ctypes.data) == 0
+
+
+@pytest.mark.parametrize("precision", ["float32", "float64"])
+def test_kernel_accumulates_into_strided_c_with_the_blocked_paths_bits(
+        precision: str, tmp_path: Path) -> None:
+    dtype = _dtype(precision)
+    libs = [_kernel_lib(tmp_path, precision, small) for small in (True, False)]
+    for m, k, n in [(9, 5, 17), (200, 16, 16), (16, 200, 16), (13, 3, 1), (8, 31, 33),
+                    (4, 256, 65), (5, 257, 9), (17, 7, 64)]:
+        a = _data(m + k, (m, k)).astype(dtype)
+        b = _data(k + n, (k, n)).astype(dtype)
+        for transposed in (False, True):  # C (m, n) with padded rows, or C^T (n, m)
+            shape, strides = ((n, m), (1, m)) if transposed else ((m, n + 3), (n + 3, 1))
+            c0 = _data(m * n, shape).astype(dtype)
+            outs = []
+            for lib in libs:
+                c = c0.copy()
+                _call(lib, a, b, c, True, strides)
+                outs.append(c)
+            view = outs[0].T if transposed else outs[0][:, :n]
+            want = a.astype(np.float64) @ b.astype(np.float64) + (
+                c0.T if transposed else c0[:, :n])
+            np.testing.assert_allclose(view, want, **_tol(k + 1, precision))
+            if not transposed:
+                np.testing.assert_array_equal(outs[0][:, n:], c0[:, n:])  # padding untouched
+            assert outs[0].tobytes() == outs[1].tobytes(), (m, k, n, transposed)
