@@ -10,10 +10,12 @@ grouped into M, N and K, so any strides, axis orders, transposes and im2col-styl
 micro-kernel keeps an MR x NR tile in vector registers (GCC vector extensions; the width
 follows ``__AVX512F__`` / ``__AVX__``). Only the micro-kernel compiles with FMA
 contraction (``optimize("fp-contract=fast")``); everything else keeps -ffp-contract=off.
-Small problems (one thread, no third factor on A, K <= OCK_KC and B's K x N panel within
-OCK_SMALL_BYTES) take a lighter path: B packed once into a stack buffer, A read in place
-through its offset tables, C stored directly, no heap allocation; per element it sums in the
-same order as the blocked path, so both give the same bits.
+Problems of one K block (one thread, no third factor on A, K <= OCK_KC and B's K x N panel
+within OCK_SMALL_BYTES) take the "small" path: B packed once (on the stack up to
+OCK_SMALL_STACK bytes: no heap allocation for small problems), A read in place through its
+offset tables, C stored directly from the registers; per element it sums in the same order
+as the blocked path, so both give the same bits. (Measured faster than the blocked path at
+every size it takes, from 20x16x16 to 4000x32x4096: A's packing costs more than it saves.)
 With OpenMP, M (or N) is split into one range of whole tiles per thread; each C tile is
 computed by one thread in the same order, so results do not depend on the thread count.
 """
@@ -40,6 +42,7 @@ _KERNEL = r"""
 #define OCK_NC_TILES 64
 #endif
 #define OCK_TAB_STACK 2048 /* offset-table entries kept on the stack */
+#define OCK_SMALL_STACK 32768 /* bytes of the small path's B panel kept on the stack */
 typedef OCK_T ocannl_mm_v_SFX __attribute__((vector_size(OCK_VB)));
 #define OCK_VL_SFX ((int64_t)(OCK_VB / sizeof(OCK_T)))
 #define OCK_NR_SFX (2 * OCK_VL_SFX)
@@ -181,7 +184,7 @@ static int ocannl_mm_block_SFX(const ocannl_mm_shape_SFX* s, const OCK_T* a, con
   return 0;
 }
 
-/* ---- small problems: B packed once on the stack, A read in place, C written directly ----
+/* ---- small problems: B packed once, A read in place, C written directly ----
    Same order per element as the blocked path when k <= OCK_KC (acc = 0; acc += a * b in k
    order; c = acc or c += acc), so the two give the same bits. */
 #define OCK_SVL OCK_VL_SFX
@@ -246,17 +249,24 @@ static inline void ocannl_mm_strip_SFX(const ocannl_mm_shape_SFX* s, const OCK_T
   if (j0 < np) ocannl_mm_stile_SFX(s, a, bp, np, c, add, i0, rows, j0, 1);
 }
 
+/* The small path: B's K x np panel on the stack (heap beyond OCK_SMALL_STACK bytes; nonzero
+   when out of memory), then strips of OCK_MR, OCK_MR / 2 and single rows. */
 __attribute__((optimize("fp-contract=fast"), noinline))
-static void ocannl_mm_small_SFX(const ocannl_mm_shape_SFX* s, const OCK_T* a, const OCK_T* b,
-                                OCK_T* c, int add) {
-  OCK_T bp[OCK_SMALL_BYTES / sizeof(OCK_T) + OCK_SVL] __attribute__((aligned(64)));
+static int ocannl_mm_small_SFX(const ocannl_mm_shape_SFX* s, const OCK_T* a, const OCK_T* b,
+                               OCK_T* c, int add) {
+  OCK_T local[OCK_SMALL_STACK / sizeof(OCK_T)] __attribute__((aligned(64)));
   const int64_t np = (s->n + OCK_SVL - 1) / OCK_SVL * OCK_SVL;
+  const int on_stack = s->k * np <= (int64_t)(OCK_SMALL_STACK / sizeof(OCK_T));
+  OCK_T* bp = on_stack ? local : ocannl_mm_alloc_SFX(s->k * np);
+  if (!bp) return 1;
   ocannl_mm_pack_b_SFX(s, b, bp, 0, s->n, 0, s->k, np);
   int64_t i0 = 0;
   for (; s->m - i0 >= OCK_MR; i0 += OCK_MR) ocannl_mm_strip_SFX(s, a, bp, np, c, add, i0, OCK_MR);
   for (; s->m - i0 >= OCK_MR / 2; i0 += OCK_MR / 2)
     ocannl_mm_strip_SFX(s, a, bp, np, c, add, i0, OCK_MR / 2);
   for (; i0 < s->m; ++i0) ocannl_mm_strip_SFX(s, a, bp, np, c, add, i0, 1);
+  if (!on_stack) free(bp);
+  return 0;
 }
 
 /* Whether the small path takes this problem: K within one block, no third factor on A,
@@ -277,10 +287,7 @@ static int ocannl_mm_gemm_SFX(const ocannl_mm_shape_SFX* s, const OCK_T* a, cons
   const int64_t total = split_m ? s->m : s->n;
   const int parts = nthreads < tiles ? nthreads : (int)tiles;
   int err = 0;
-  if (parts <= 1 && ocannl_mm_is_small_SFX(s)) {
-    ocannl_mm_small_SFX(s, a, b, c, accumulate);
-    return 0;
-  }
+  if (parts <= 1 && ocannl_mm_is_small_SFX(s)) return ocannl_mm_small_SFX(s, a, b, c, accumulate);
 #pragma omp parallel for num_threads(parts) schedule(static) reduction(| : err) if (parts > 1)
   for (int t = 0; t < parts; ++t) {
     const int64_t lo = tiles * t / parts * step, hi0 = tiles * (t + 1) / parts * step;
@@ -343,9 +350,10 @@ static int ocannl_mm_run_SFX(const OCK_T* a, const OCK_T* a2, const OCK_T* b, co
 """
 
 
-#: Largest packed B (bytes, on the stack) of the small path; 0 sends every problem through
-#: the blocked path (the tests compare the two paths' bits).
-SMALL_BYTES = 32768
+#: Largest packed B panel (bytes) of the small path, 4 MiB: the largest size measured (it was
+#: still no slower than the blocked path there); 0 sends every problem through the blocked
+#: path (the tests compare the two paths' bits).
+SMALL_BYTES = 1 << 22
 
 
 def kernel_c(type_name: str, suffix: str) -> list[str]:

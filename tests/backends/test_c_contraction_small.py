@@ -29,7 +29,8 @@ NS = [1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 47, 65]
 MS = [3, 1, 4, 5, 7, 9, 13, 17, 20, 200, 6, 11]  # whole row tiles and every remainder
 KS = [2, 3, 16, 200, 256, 5, 257, 31]  # 257: past one K block (the blocked path)
 SHAPES = [(MS[i % len(MS)], KS[i % len(KS)], n) for i, n in enumerate(NS)] + [
-    (200, 16, 16), (16, 200, 16), (20, 16, 16), (8, 1024, 16), (33, 64, 200), (2, 9, 2)]
+    (200, 16, 16), (16, 200, 16), (20, 16, 16), (8, 1024, 16), (33, 64, 200), (2, 9, 2),
+    (3, 256, 1100)]  # B panels past the stack buffer (heap)
 
 
 def _data(seed: int, shape: tuple[int, ...]) -> np.ndarray:
