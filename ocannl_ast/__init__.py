@@ -130,7 +130,8 @@ def render(code: Any, *, backend: str = "c", precision: str = "float32") -> str:
     render_backend = _validate.backend(backend, precision)
     held = frozenset(b for t in _user_held() for b in (2 * t, 2 * t + 1))
     return _render(_as_code(code), render_backend,
-                   _Options("routine", _Precision(precision), keep=held))
+                   _Options("routine", _Precision(precision), keep=held,
+                            fusion_limit=render_backend.fusion_limit))
 
 
 __all__ = [

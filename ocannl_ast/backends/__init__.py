@@ -13,12 +13,18 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..errors import BackendError
-from ..lowering.loop_ir import LoopProgram
+from ..lowering.loop_ir import C_KERNEL_MIN_WORK, CONTRACTION_MIN_WORK, LoopProgram
 
 
 class Backend(Protocol):
     @property
     def name(self) -> str: ...
+
+    @property
+    def fusion_limit(self) -> int:
+        """Reductions of at least this many multiply-adds are not epilogue-fused (the
+        backend may run them as contraction kernels)."""
+        ...
 
     def render(self, prog: LoopProgram) -> str: ...
 
@@ -36,6 +42,7 @@ class CBackend:
     """gcc + cffi (ABI mode): one shared object per routine, cached on disk."""
 
     name: str = "c"
+    fusion_limit: int = C_KERNEL_MIN_WORK  #: = c_contraction.MIN_WORK
 
     def render(self, prog: LoopProgram) -> str:
         from .c_backend import render_c
@@ -63,6 +70,7 @@ class CudaBackend:
     resident on the device. Rendering needs neither cuda-python nor a GPU."""
 
     name: str = "cuda"
+    fusion_limit: int = CONTRACTION_MIN_WORK  #: no contraction kernels
 
     def render(self, prog: LoopProgram) -> str:
         from .cuda_backend import render_cuda

@@ -33,7 +33,7 @@ from ocannl_ast.backends.c_contraction_kernel import kernel_c
 from ocannl_ast.backends.c_syntax import CSyntax
 from ocannl_ast.errors import BackendError
 from ocannl_ast.lowering.loop_ir import (
-    CONTRACTION_MIN_WORK,
+    C_KERNEL_MIN_WORK,
     Binary,
     BinOp,
     Buffer,
@@ -55,7 +55,7 @@ from ocannl_ast.lowering.loop_ir import (
 )
 
 #: Smallest multiply-add count (M*N*K of one call) rendered as a kernel call.
-MIN_WORK = CONTRACTION_MIN_WORK  #: one threshold with the lowering's epilogue fusion
+MIN_WORK = C_KERNEL_MIN_WORK  #: one threshold with the lowering's epilogue fusion
 #: Smallest M, N and K of a kernel call (a matrix-vector product stays a loop nest).
 MIN_EXTENT = 4
 #: Smallest multiply-add count of one call that is shared between threads.

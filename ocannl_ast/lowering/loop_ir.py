@@ -12,9 +12,12 @@ from dataclasses import dataclass
 # The primitive enums are the shared operator vocabulary (re-exported for the backends).
 from ..vocabulary import BinOp, TernOp, UnOp, VecUnOp
 
-#: Sum-of-products loop nests doing at least this many multiply-adds run as packed
-#: contraction kernels in the C backend (`backends.c_contraction`); the lowering's epilogue
-#: fusion (`virtualize`) leaves them alone so that it does not hide them.
+#: Sum-of-products loop nests doing at least this many multiply-adds run as contraction
+#: kernels in the C backend (`backends.c_contraction`); the lowering's epilogue fusion
+#: (`virtualize`) leaves them alone there (`fusion_limit`) so that it does not hide them.
+C_KERNEL_MIN_WORK = 16 * 16 * 16
+#: The epilogue fusion's limit for a backend without contraction kernels (CUDA), and the
+#: default: reductions of at least this many multiply-adds keep their own loop nest.
 CONTRACTION_MIN_WORK = 32 * 32 * 32
 
 

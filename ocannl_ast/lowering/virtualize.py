@@ -68,20 +68,21 @@ class _Producer:
 
 
 def virtualize(prog: LoopProgram, escaping: frozenset[int], constants: Mapping[int, float],
-               max_visits: int = MAX_VISITS) -> Virtualized:
+               max_visits: int = MAX_VISITS, fusion_limit: int = CONTRACTION_MIN_WORK
+               ) -> Virtualized:
     """Fold the constants, then inline every eligible buffer, in program order.
 
     Example: ``virtualize(prog, frozenset({w.id}), {}).prog``.
     """
     _memo.cache = {}
     try:
-        return _virtualize(prog, escaping, constants, max_visits)
+        return _virtualize(prog, escaping, constants, max_visits, fusion_limit)
     finally:
         _memo.cache = None
 
 
 def _virtualize(prog: LoopProgram, escaping: frozenset[int], constants: Mapping[int, float],
-                max_visits: int) -> Virtualized:
+                max_visits: int, fusion_limit: int) -> Virtualized:
     units = _units(prog.body)
     written = {b.id for u in units for b in _writes(u)}
     folds = {k: v for k, v in constants.items() if k not in written}
@@ -93,7 +94,7 @@ def _virtualize(prog: LoopProgram, escaping: frozenset[int], constants: Mapping[
                         if b.id in folded]
     virtual: set[int] = set()
     units = _inline_all(units, escaping, max_visits, virtual, notes)
-    units = _fuse_all(units, escaping, virtual, notes)
+    units = _fuse_all(units, escaping, virtual, notes, fusion_limit)
     body_stmts = tuple(Comment(n) for n in notes) + tuple(units)
     buffers = tuple(b for b in prog.buffers if b.id not in virtual and b.id not in folded)
     out = LoopProgram(prog.name, buffers, prog.static_args, Seq(body_stmts), prog.precision)
@@ -469,8 +470,9 @@ def _map_stmt(s: Stmt, f: Callable[[Get], Expr | None]) -> Stmt:
 
 # ---- epilogue fusion: a reduction's result read once, pointwise, by the next reader -----
 
-# Reductions doing at least CONTRACTION_MIN_WORK multiply-adds (loop_ir) are not fused: the
-# C backend runs them as packed contraction kernels, which a fused epilogue would hide.
+# Reductions doing at least `fusion_limit` multiply-adds (the backend's: loop_ir's
+# C_KERNEL_MIN_WORK for C) are not fused: the C backend runs them as contraction kernels,
+# which a fused epilogue would hide.
 
 
 def _work(s: Stmt) -> int:
@@ -485,11 +487,11 @@ def _work(s: Stmt) -> int:
 
 
 def _fuse_all(units: list[Stmt], escaping: frozenset[int], virtual: set[int],
-              notes: list[str]) -> list[Stmt]:
+              notes: list[str], fusion_limit: int) -> list[Stmt]:
     """Fuse each eligible pointwise reader into the reduction whose result it reads."""
     pos = 0
     while pos < len(units):
-        fused = _fuse_epilogue(units, pos, escaping)
+        fused = _fuse_epilogue(units, pos, escaping, fusion_limit)
         if fused is None:
             pos += 1
             continue
@@ -513,10 +515,10 @@ def _reduction(u: Stmt) -> tuple[list[tuple[Symbol, int]], Seq, SetCell] | None:
     return loops, u, last
 
 
-def _fuse_epilogue(units: list[Stmt], pos: int, escaping: frozenset[int]
+def _fuse_epilogue(units: list[Stmt], pos: int, escaping: frozenset[int], fusion_limit: int
                    ) -> tuple[list[Stmt], Buffer] | None:
     red = _reduction(units[pos])
-    if red is None or _work(units[pos]) >= CONTRACTION_MIN_WORK:
+    if red is None or _work(units[pos]) >= fusion_limit:
         return None
     loops, block, last = red
     cw = _cellwise(_nest_loops(loops, last))

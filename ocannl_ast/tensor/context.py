@@ -234,7 +234,8 @@ class Context:
         """The pipeline's output for `code`, keeping what this context must keep and the
         buffers in `keep`."""
         opts = pipeline.Options(name, self.precision, keep=frozenset(self.escaping) | keep,
-                                no_fold=frozenset(self.user_set))
+                                no_fold=frozenset(self.user_set),
+                                fusion_limit=self.backend.fusion_limit)
         return pipeline.run(code, opts)
 
     def materialize(self, buf_id: int) -> None:

@@ -19,7 +19,7 @@ from ..infer.projections import derive_projections as derive_record_projections
 from ..infer.relations import logic_name
 from ..lowering import assignments as A
 from ..lowering.coupled import check_cover
-from ..lowering.loop_ir import IndexExpr, LoopProgram, Precision
+from ..lowering.loop_ir import CONTRACTION_MIN_WORK, IndexExpr, LoopProgram, Precision
 from ..lowering.lower import NEUTRAL, free_symbols, lower
 from ..lowering.simplify import fold_zero_fills
 from .node import (
@@ -55,6 +55,9 @@ class Options:
     no_fold: frozenset[int] = frozenset()
     #: buffer id -> value of the constants to fold (`run` adds the number constants)
     constants: tuple[tuple[int, float], ...] = ()
+    #: reductions of at least this many multiply-adds keep their own loop nest (no epilogue
+    #: fusion): the backend's `fusion_limit`, where it runs them as contraction kernels
+    fusion_limit: int = CONTRACTION_MIN_WORK
 
 
 # ---- pass 1: close shapes (Code -> Code) -------------------------------------------------
@@ -289,7 +292,8 @@ def virtualize_loops(prog: LoopProgram, opts: Options) -> LoopProgram:
         return prog
     from ..lowering.virtualize import virtualize  # imported when first compiling
 
-    return virtualize(prog, opts.keep, dict(opts.constants)).prog
+    return virtualize(prog, opts.keep, dict(opts.constants),
+                      fusion_limit=opts.fusion_limit).prog
 
 
 def with_escaping(code: Code, opts: Options) -> Options:

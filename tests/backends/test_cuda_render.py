@@ -12,7 +12,7 @@ import pytest
 from golden_util import assert_golden
 
 import ocannl_ast as oc
-from ocannl_ast.backends import cuda_nvrtc
+from ocannl_ast.backends import CudaBackend, cuda_nvrtc
 from ocannl_ast.backends.cuda_backend import plan_cuda, render_cuda
 from ocannl_ast.lowering.loop_ir import (
     Binary,
@@ -31,7 +31,8 @@ from ocannl_ast.lowering.loop_ir import (
     ThreefryUniform,
     index_of,
 )
-from ocannl_ast.tensor.context import Context
+from ocannl_ast.tensor import pipeline
+from ocannl_ast.tensor.context import Context, as_code
 from ocannl_ast.tensor.node import concat
 
 
@@ -87,8 +88,8 @@ def test_cuda_golden(name: str) -> None:
 
 def test_moons_step_golden_and_one_kernel_per_nest() -> None:
     case = cc.moons_step()
-    prog, _, _ = Context().lower_code(case["code"], name="moons_step")
-    plan = plan_cuda(prog)
+    opts = pipeline.Options("moons_step", fusion_limit=CudaBackend().fusion_limit)
+    plan = plan_cuda(pipeline.run(as_code(case["code"]), opts).prog)  # lowered for CUDA
     assert_golden("cuda_moons_step.cu", plan.source)
     assert len(plan.host_checks) == 2  # the batch slices' bounds, checked before launching
     assert all(k.threads >= 1 for k in plan.kernels)
