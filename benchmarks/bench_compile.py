@@ -1,8 +1,8 @@
 """Compile latency of a training step (forward, backprop, SGD with momentum) of a ReLU MLP
 (width 32, batch 32) against its depth: 2, 4, 8, 16, 32, 64 layers (--quick: 2 and 4).
 
-Each depth runs in a fresh interpreter with a fresh private cache directory (so gcc really
-runs), split into the Python side -- building the graph and training code, shape inference
+Each depth runs REPEATS times (--quick: once), each in a fresh interpreter with a fresh
+private cache directory (so gcc really runs); each stage's figure is the median. Split into the Python side -- building the graph and training code, shape inference
 + lowering (`Context.lower_code`) and C code generation (`render_c`) -- then gcc (the C
 backend's command and flags) and loading (cffi). A depth that runs past the time limit is
 killed and reported as "> limit"; deeper ones are not run.
@@ -33,6 +33,7 @@ FULL_DEPTHS = (2, 4, 8, 16, 32, 64)
 QUICK_DEPTHS = (2, 4)
 WIDTH, BATCH = 32, 32
 PY_TARGET_S, GCC_TARGET_S, GROWTH_TARGET = 1.0, 3.0, 1.2  # at 64 layers; exponent of L
+REPEATS = 3
 
 
 def worker(depth: int, cache: Path) -> dict[str, float]:
@@ -82,14 +83,15 @@ def run(quick: bool = False, limit: float | None = None) -> list[Row]:
         for depth in depths:
             g = f"compile MLP L={depth}"
             try:
-                r = run_worker(Path(__file__), ["--worker", str(depth), str(Path(tmp) / str(depth))],
-                               timeout=limit)
+                runs = [run_worker(Path(__file__),
+                                   ["--worker", str(depth), str(Path(tmp) / f"{depth}_{k}")],
+                                   timeout=limit) for k in range(1 if quick else REPEATS)]
             except WorkerTimeout:
                 rows.append(Row(g, "python + gcc + load", f"> {limit:g} s (aborted)"))
                 rows += [Row(f"compile MLP L={d}", "python + gcc + load", "not run")
                          for d in depths if d > depth]
                 break
-            done[depth] = r
+            done[depth] = r = {key: float(np.median([x[key] for x in runs])) for key in runs[0]}
             rows.append(Row(g, "python side (build + infer/lower + codegen)",
                             f"{r['python']:.3g} s ({r['build']:.2g} + {r['lower']:.3g} + "
                             f"{r['codegen']:.2g}), {int(r['lines'])} C lines"))
