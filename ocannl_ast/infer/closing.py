@@ -16,7 +16,7 @@ from .lub import Bounds, one_bounded_ids
 from .terms import Dim, DimVar, Row, RowVar, dim_vars
 
 if TYPE_CHECKING:
-    from .solver import Solver
+    from .state import SolverState
 
 
 class ClosableShape(Protocol):
@@ -35,7 +35,7 @@ RowOccs = dict[int, list[tuple[ClosableShape, int]]]  #: row var -> (shape, row 
 DimOccs = dict[int, list[ClosableShape]]  #: dim var -> shapes
 
 
-def close(s: Solver, shapes: list[ClosableShape]) -> None:
+def close(s: SolverState, shapes: list[ClosableShape]) -> None:
     """Close `shapes` in `s` (run inside `Solver.atomically`)."""
     for _ in range(10_000):
         s.run()
@@ -47,7 +47,7 @@ def close(s: Solver, shapes: list[ClosableShape]) -> None:
     raise ShapeError("shape closing did not terminate")
 
 
-def _unsolved(s: Solver, shapes: list[ClosableShape]) -> tuple[RowOccs, DimOccs]:
+def _unsolved(s: SolverState, shapes: list[ClosableShape]) -> tuple[RowOccs, DimOccs]:
     rows: RowOccs = {}
     dims: DimOccs = {}
     for sh in shapes:
@@ -66,7 +66,7 @@ def _unsolved(s: Solver, shapes: list[ClosableShape]) -> tuple[RowOccs, DimOccs]
     return rows, dims
 
 
-def _close_step(s: Solver, shapes: list[ClosableShape], rows: RowOccs, dims: DimOccs) -> bool:
+def _close_step(s: SolverState, shapes: list[ClosableShape], rows: RowOccs, dims: DimOccs) -> bool:
     o = Origin("closing shapes")
     bounds = Bounds(s)
     leaf_rows = {v for v, occ in rows.items() if any(sh.is_terminal for sh, _ in occ)}
@@ -97,7 +97,7 @@ def _close_step(s: Solver, shapes: list[ClosableShape], rows: RowOccs, dims: Dim
     return _close_dims(s, bounds, dims, leaf_dims, o)
 
 
-def _close_leaf_rows_empty(s: Solver, leaf_rows: list[int], rows: RowOccs, o: Origin) -> None:
+def _close_leaf_rows_empty(s: SolverState, leaf_rows: list[int], rows: RowOccs, o: Origin) -> None:
     """Leaf rows nothing bounds get no more axes; a parameter's output row must get some."""
     for v in leaf_rows:
         for sh, kind_ix in rows[v]:
@@ -109,7 +109,7 @@ def _close_leaf_rows_empty(s: Solver, leaf_rows: list[int], rows: RowOccs, o: Or
         s.bind_row(RowVar(v), Row.closed(()), o)
 
 
-def _close_dims(s: Solver, bounds: Bounds, dims: DimOccs, leaf_dims: set[int],
+def _close_dims(s: SolverState, bounds: Bounds, dims: DimOccs, leaf_dims: set[int],
                 o: Origin) -> bool:
     at_least = bounds.at_least
     # before interiors close to 1: a parameter's dim that nothing bounds, neither itself

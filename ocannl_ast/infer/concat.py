@@ -20,7 +20,7 @@ from .terms import Dim, DimTerm, DimVar, Kind, dim_size, show_dim
 
 if TYPE_CHECKING:
     from .lub import Bounds
-    from .solver import Solver
+    from .state import SolverState
 
 #: (slot: 0 the result, k the k-th operand; row kind; position in the row's beg + end)
 AxisKey = tuple[int, Kind, int]
@@ -83,7 +83,7 @@ def _verdicts(ax: Concat, others: list[ShapeSpec]) -> tuple[bool, ...]:
 
 # ---- the size reading: a concatenated axis is the sum of its components -----------------
 
-def process_sum(s: Solver, c: ConcatSum) -> bool:
+def process_sum(s: SolverState, c: ConcatSum) -> bool:
     """`total == sum(parts)`: solve the one unknown part (or the total), check known sums.
     False while two or more parts are unknown (closing guesses them)."""
     total = s.subst_dim(c.total)
@@ -119,7 +119,7 @@ def _almost_all_discardable(c: ConcatSum) -> bool:
     return sum(c.discardable) >= len(c.parts) - 1
 
 
-def _unify_componentwise(s: Solver, c: ConcatSum, total: DimVar) -> None:
+def _unify_componentwise(s: SolverState, c: ConcatSum, total: DimVar) -> None:
     """Two concatenations of one axis with equally many components unify component-wise,
     unless one is almost all discardable: that one stays a sum (an inequality in effect),
     so its one live component is inferred from context."""
@@ -133,7 +133,7 @@ def _unify_componentwise(s: Solver, c: ConcatSum, total: DimVar) -> None:
                                                                    strict=True))
 
 
-def close_step(s: Solver, bounds: Bounds) -> bool:
+def close_step(s: SolverState, bounds: Bounds) -> bool:
     """Closing's guess for concatenations left open: the first unknown discardable
     component of a pending sum becomes 0 (the empty summand); without any, unknown
     components of a sum whose total is also unknown become 1. A known total split between

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ..errors import Span
+from ..errors import ShapeError, Span
 from .terms import DimTerm, Row, dim_vars, row_vars
 
 
@@ -43,6 +43,11 @@ class Origin:
 
 
 NO_ORIGIN = Origin("?")
+
+
+def conflict(origin: Origin, fact: str) -> ShapeError:
+    """The ShapeError of a fact that contradicts `origin`'s operation, quoting its line."""
+    return ShapeError(f"{origin.describe()}: {fact}", origin.span)
 
 
 def _abbrev(text: str, limit: int = 100) -> str:

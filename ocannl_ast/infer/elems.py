@@ -10,27 +10,29 @@ Strided counts are read with a partial last vector: an output of `n` elements ne
 so any output size has exactly one input size. Solving the other way, a known `v` with one
 unknown output axis gives the full count `coeff * v` (seed 001's reading).
 
-Input: constraints built by the tensor layer. Output: bindings through `Solver`.
+Input: constraints built by the tensor layer. Output: bindings through `SolverState`.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from ..errors import ShapeError
-from .constraints import Origin, RowEq, RowsTotal, StridedVar
+from .constraints import Origin, RowEq, RowsTotal, StridedVar, conflict
 from .terms import Dim, DimTerm, DimVar, Row, dim_size
 
 if TYPE_CHECKING:
-    from .shape import Shape
-    from .solver import Solver
+    from .state import SolverState
 
 
-def _conflict(origin: Origin, fact: str) -> ShapeError:
-    return ShapeError(f"{origin.describe()}: {fact}", origin.span)
+class ShapeRows(Protocol):
+    """What the element-count constraints need of a tensor's shape (`infer.shape.Shape`)."""
+
+    label: str
+
+    def raw_rows(self) -> tuple[Row, Row, Row]: ...
 
 
-def exact(shape: Shape, batch: tuple[DimTerm, ...], output: tuple[DimTerm, ...],
+def exact(shape: ShapeRows, batch: tuple[DimTerm, ...], output: tuple[DimTerm, ...],
           input_: tuple[DimTerm, ...], origin: Origin) -> list[RowEq]:
     """Exact rows: the shape has exactly these axes (no row variable left open)."""
     b, o, i = shape.raw_rows()
@@ -39,7 +41,7 @@ def exact(shape: Shape, batch: tuple[DimTerm, ...], output: tuple[DimTerm, ...],
             RowEq(i, Row.closed(input_), origin.at(f"{shape.label}.input exact"))]
 
 
-def total_elems(shape: Shape, n: int | StridedVar, origin: Origin) -> RowsTotal:
+def total_elems(shape: ShapeRows, n: int | StridedVar, origin: Origin) -> RowsTotal:
     """Total_elems: the shape's three rows multiply to `n` (or `coeff * v`) elements."""
     return RowsTotal(shape.raw_rows(), n, origin.at(f"{shape.label} element count"))
 
@@ -49,7 +51,7 @@ def strided_count(n: int, coeff: int) -> int:
     return -(-n // coeff)
 
 
-def rows_total(s: Solver, c: RowsTotal) -> bool:
+def rows_total(s: SolverState, c: RowsTotal) -> bool:
     """Propagate one RowsTotal; False while it must wait (an open row, two unknowns)."""
     rows = [s.subst_row(r) for r in c.rows]
     if any(r.var is not None for r in rows):
@@ -72,21 +74,21 @@ def rows_total(s: Solver, c: RowsTotal) -> bool:
             return True
         if not unknown:
             if strided_count(prod, num.coeff) != vsize:
-                raise _conflict(c.origin, f"{prod} elements need {strided_count(prod, num.coeff)}"
+                raise conflict(c.origin, f"{prod} elements need {strided_count(prod, num.coeff)}"
                                 f" vector cells of {num.coeff}, but the input has {vsize}")
             return True
         return _solve_one(s, unknown, prod, num.coeff * vsize, c.origin)
     if not unknown:
         if prod != num:
-            raise _conflict(c.origin, f"the tensor has {prod} elements, expected {num}")
+            raise conflict(c.origin, f"the tensor has {prod} elements, expected {num}")
         return True
     return _solve_one(s, unknown, prod, num, c.origin)
 
 
-def _solve_one(s: Solver, unknown: list[DimTerm], prod: int, n: int, o: Origin) -> bool:
+def _solve_one(s: SolverState, unknown: list[DimTerm], prod: int, n: int, o: Origin) -> bool:
     if len(unknown) != 1 or not isinstance(unknown[0], DimVar):
         return False
     if prod == 0 or n % prod:
-        raise _conflict(o, f"{n} elements do not divide into axes of product {prod}")
+        raise conflict(o, f"{n} elements do not divide into axes of product {prod}")
     s.bind_dim(unknown[0], Dim(n // prod), o)
     return True

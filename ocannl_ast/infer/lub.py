@@ -14,7 +14,7 @@ from .constraints import DimAtLeast, DimIneq, RowIneq
 from .terms import Dim, DimTerm, DimVar, Row
 
 if TYPE_CHECKING:
-    from .solver import Solver
+    from .state import SolverState
 
 
 class Bounds:
@@ -23,7 +23,7 @@ class Bounds:
     Valid until the solver binds anything: build a new one after binding.
     """
 
-    def __init__(self, s: Solver) -> None:
+    def __init__(self, s: SolverState) -> None:
         self.rows_above: dict[int, list[tuple[Row, Row]]] = {}  #: subr var -> (cur, subr)
         self.dims_above: dict[int, list[DimTerm]] = {}  #: subr var -> curs
         self.at_least: dict[int, int] = {}  #: dim var -> positions a fixed index needs
@@ -101,7 +101,7 @@ class Bounds:
         return False
 
 
-def one_bounded_ids(s: Solver) -> set[int]:
+def one_bounded_ids(s: SolverState) -> set[int]:
     """Unsolved dim variables some use bounds by a size-1 axis: they close to 1."""
     out: set[int] = set()
     for v in s.one_bounded.values():

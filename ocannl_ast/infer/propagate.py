@@ -2,15 +2,14 @@
 substitution of a solver: unify equalities, simplify broadcast inequalities, Total_elems,
 fixed-index bounds, and the row-rank cycle check before a row grows.
 
-Input: a constraint popped from `Solver.queue`. Output: bindings and new constraints in the
-solver; False when the constraint is stuck and must wait for its variables.
+Input: a constraint popped from `SolverState.queue`. Output: bindings and new constraints in
+the solver; False when the constraint is stuck and must wait for its variables.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import assert_never
 
-from ..errors import ShapeError
 from . import elems
 from .concat import process_sum
 from .constraints import (
@@ -25,25 +24,18 @@ from .constraints import (
     RowIneq,
     RowsTotal,
     TotalElems,
+    conflict,
 )
 from .rank_cycles import rank_cycle
+from .state import MAX_RANK, SolverState
 from .terms import AffineDim, Dim, DimTerm, DimVar, Row, RowVar, dim_size, kernel_span, show_dim
-
-if TYPE_CHECKING:
-    from .solver import Solver
-
-MAX_RANK = 64  #: a row longer than this means a row-rank cycle
-
-
-def conflict(origin: Origin, fact: str) -> ShapeError:
-    return ShapeError(f"{origin.describe()}: {fact}", origin.span)
 
 
 def _labels_clash(a: Dim, b: Dim) -> bool:
     return a.label is not None and b.label is not None and a.label != b.label
 
 
-def process(s: Solver, c: Constraint) -> bool:
+def process(s: SolverState, c: Constraint) -> bool:
     """Handle one constraint; False means it is stuck and waits for its variables."""
     match c:
         case DimEq(a=a, b=b, origin=o):
@@ -66,10 +58,10 @@ def process(s: Solver, c: Constraint) -> bool:
         case ConcatSum():
             return process_sum(s, c)
         case _:
-            raise AssertionError(c)
+            assert_never(c)
 
 
-def _rank_checked(s: Solver, r: Row, o: Origin) -> Row:
+def _rank_checked(s: SolverState, r: Row, o: Origin) -> Row:
     """The substituted row; one longer than MAX_RANK can only come from a row-rank cycle
     (rows that must each have more axes than the other), which would grow forever."""
     r = s.subst_row(r)
@@ -90,7 +82,7 @@ def _dim_at_least(d: DimTerm, n: int, o: Origin) -> bool:
     return True
 
 
-def _dim_eq(s: Solver, a: DimTerm, b: DimTerm, o: Origin) -> bool:
+def _dim_eq(s: SolverState, a: DimTerm, b: DimTerm, o: Origin) -> bool:
     if a == b:
         return True
     if isinstance(a, DimVar):
@@ -116,7 +108,7 @@ def _dim_eq(s: Solver, a: DimTerm, b: DimTerm, o: Origin) -> bool:
     return False
 
 
-def _affine_eq(s: Solver, a: AffineDim, size: int, o: Origin) -> bool:
+def _affine_eq(s: SolverState, a: AffineDim, size: int, o: Origin) -> bool:
     if a.conv is None or a.conv.use_padding:
         if size % a.stride:
             raise conflict(o, f"size {size} is not a multiple of the stride {a.stride}")
@@ -135,7 +127,7 @@ def _affine_eq(s: Solver, a: AffineDim, size: int, o: Origin) -> bool:
     return True
 
 
-def _dim_ineq(s: Solver, cur: DimTerm, subr: DimTerm, o: Origin) -> bool:
+def _dim_ineq(s: SolverState, cur: DimTerm, subr: DimTerm, o: Origin) -> bool:
     if isinstance(subr, Dim) and subr.size == 1 and isinstance(cur, DimVar):
         s.put(s.one_bounded, cur.id, cur)
         return True
@@ -158,7 +150,7 @@ def _dim_ineq(s: Solver, cur: DimTerm, subr: DimTerm, o: Origin) -> bool:
     return False
 
 
-def _row_eq(s: Solver, a: Row, b: Row, o: Origin) -> None:
+def _row_eq(s: SolverState, a: Row, b: Row, o: Origin) -> None:
     if a.var is None and b.var is None:
         if len(a.dims) != len(b.dims):
             raise conflict(o, f"rank mismatch: {len(a.dims)} vs {len(b.dims)} axes")
@@ -173,7 +165,8 @@ def _row_eq(s: Solver, a: Row, b: Row, o: Origin) -> None:
     _row_eq_open(s, a, b, o)
 
 
-def _row_eq_closed(s: Solver, a: Row, var: RowVar, dims: tuple[DimTerm, ...], o: Origin) -> None:
+def _row_eq_closed(s: SolverState, a: Row, var: RowVar, dims: tuple[DimTerm, ...],
+                   o: Origin) -> None:
     nb, ne = len(a.beg), len(a.dims)
     if len(dims) < nb + ne:
         raise conflict(o, f"rank mismatch: at least {nb + ne} axes vs {len(dims)}")
@@ -183,7 +176,7 @@ def _row_eq_closed(s: Solver, a: Row, var: RowVar, dims: tuple[DimTerm, ...], o:
     s.bind_row(var, Row.closed(dims[nb:len(dims) - ne]), o)
 
 
-def _row_eq_open(s: Solver, a: Row, b: Row, o: Origin) -> None:
+def _row_eq_open(s: SolverState, a: Row, b: Row, o: Origin) -> None:
     assert a.var is not None and b.var is not None
     nb = min(len(a.beg), len(b.beg))
     ne = min(len(a.dims), len(b.dims))
@@ -204,7 +197,7 @@ def _row_eq_open(s: Solver, a: Row, b: Row, o: Origin) -> None:
     s.bind_row(b.var, Row.open(w, eb1, ed1), o)
 
 
-def _row_ineq(s: Solver, cur: Row, subr: Row, o: Origin) -> bool:
+def _row_ineq(s: SolverState, cur: Row, subr: Row, o: Origin) -> bool:
     need = subr.known_len
     if cur.var is None and len(cur.dims) < need:
         raise conflict(o, f"cannot broadcast {need} axes into {len(cur.dims)} axes")
@@ -229,7 +222,7 @@ def _row_ineq(s: Solver, cur: Row, subr: Row, o: Origin) -> bool:
     return True
 
 
-def _row_bcast(s: Solver, cur: Row, subr: Row, o: Origin) -> bool:
+def _row_bcast(s: SolverState, cur: Row, subr: Row, o: Origin) -> bool:
     """As many axes on both sides, each `cur >= subr`. Two open rows are equated: an
     operand row still unknown when its einsum is built matches the spec's exactly (a
     pending rank equality would hide row-rank cycles from `_check_rank_cycle`)."""
@@ -258,7 +251,7 @@ def _row_bcast(s: Solver, cur: Row, subr: Row, o: Origin) -> bool:
     return True
 
 
-def _check_rank_cycle(s: Solver, c: RowIneq, cur: Row, subr: Row) -> None:
+def _check_rank_cycle(s: SolverState, c: RowIneq, cur: Row, subr: Row) -> None:
     """Before growing `cur` to fit `subr`: a ShapeError naming the inequalities if they
     and pending ones ask a row for more axes than itself (growing would never end)."""
     if subr.var is None:
@@ -276,7 +269,7 @@ def _check_rank_cycle(s: Solver, c: RowIneq, cur: Row, subr: Row) -> None:
 Pending = tuple[RowIneq, Row, Row]  #: an inequality with its substituted cur and subr
 
 
-def _pending_above(s: Solver, start: int) -> list[Pending]:
+def _pending_above(s: SolverState, start: int) -> list[Pending]:
     """The pending row inequalities reachable upward from row variable `start` (subr's
     variable to cur's), found through the watch index, in the order of the pending list
     (stuck oldest first, then queued): `rank_cycle` needs no others."""
@@ -307,7 +300,7 @@ def _pending_above(s: Solver, start: int) -> list[Pending]:
     return [stuck[k] for k in sorted(stuck)] + reached
 
 
-def _total_elems(s: Solver, row: Row, n: int, o: Origin) -> bool:
+def _total_elems(s: SolverState, row: Row, n: int, o: Origin) -> bool:
     if row.var is not None:
         return False
     prod, unknown = 1, []

@@ -1,0 +1,239 @@
+"""Shape solver state (seed 002): the variables, bindings and pending constraints of one
+inference component, with the undo log, substitution, binding and the parked constraints.
+
+The constraint rules (`infer.propagate`, `infer.concat`, `infer.elems`), closing
+(`infer.closing`) and least upper bounds (`infer.lub`) are typed against `SolverState`;
+`infer.solver.Solver` adds the entry points (`add`, `close`) and the worklist driver (`run`).
+
+Input: bindings and constraints from the rules. Output: substitutions (`subst_dim`/`subst_row`).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import Any, Self, assert_never
+
+from ..errors import ShapeError
+from ..lowering.ids import fresh_id
+from .constraints import Constraint, Origin, conflict, constraint_vars
+from .terms import (
+    AffineDim,
+    ConvPart,
+    Dim,
+    DimTerm,
+    DimVar,
+    Row,
+    RowVar,
+    dim_size,
+    dim_vars,
+    show_dim,
+)
+
+MAX_RANK = 64  #: a row longer than this means a row-rank cycle
+_MISSING = object()
+
+
+class SolverState:
+    """The environment of one component: dim/row variables and the constraints pending."""
+
+    def __init__(self) -> None:
+        self.dims: dict[int, DimTerm] = {}
+        self.rows: dict[int, Row] = {}
+        self.queue: deque[Constraint] = deque()
+        self._stuck: dict[int, Constraint] = {}
+        self._watch: dict[tuple[str, int], frozenset[int]] = {}
+        #: dims bounded from below by a size-1 axis only (`d >= 1`): no other bound closes
+        #: them to 1 (seed 002), where an unconstrained parameter dim is an error
+        self.one_bounded: dict[int, DimVar] = {}
+        self._steps = 0
+        #: undo log of the running `add` / `close`: a failed call leaves no trace
+        self._trail: list[tuple[dict[Any, Any], Any, Any]] | None = None
+        self._owned: set[int] = set()  #: the variable ids of this component
+        self._parent: Self | None = None  #: set once merged into another component
+
+    def run(self) -> None:
+        """Propagate the queued constraints to a fixpoint (`infer.solver.Solver.run`)."""
+        raise NotImplementedError
+
+    # ---- components ----------------------------------------------------------------
+
+    def find(self) -> Self:
+        """The solver that now holds this component (itself unless it was merged)."""
+        root = self
+        while root._parent is not None:
+            root = root._parent
+        s = self
+        while s._parent is not None and s._parent is not root:
+            s._parent, s = root, s._parent
+        return root
+
+    def join(self, *others: Self) -> Self:
+        """Merge the components of `self` and `others`; returns the solver holding them."""
+        root = self.find()
+        for o in others:
+            root = root._union(o.find())
+        return root
+
+    def _union(self, other: Self) -> Self:
+        if other is self:
+            return self
+        if self._trail is not None or other._trail is not None or self.queue or other.queue:
+            raise ShapeError("internal: shape components merged during propagation")
+        big, small = (self, other) if len(self._owned) >= len(other._owned) else (other, self)
+        big.dims.update(small.dims)
+        big.rows.update(small.rows)
+        big._stuck.update(small._stuck)
+        for key, cids in small._watch.items():
+            big._watch[key] = big._watch.get(key, frozenset()) | cids
+        big.one_bounded.update(small.one_bounded)
+        big._owned |= small._owned
+        small.dims, small.rows, small._stuck, small._watch = {}, {}, {}, {}
+        small.one_bounded, small._owned = {}, set()
+        small._parent = big
+        return big
+
+    def owns(self, var_id: int) -> bool:
+        return var_id in self.find()._owned
+
+    def live_size(self) -> int:
+        """Bindings plus pending constraints held (a measure of the live state)."""
+        root = self.find()
+        return len(root.dims) + len(root.rows) + len(root._stuck)
+
+    # ---- transactions ----------------------------------------------------------------
+
+    def put(self, table: dict[Any, Any], key: Any, value: Any) -> None:
+        if self._trail is not None:
+            self._trail.append((table, key, table.get(key, _MISSING)))
+        table[key] = value
+
+    def _take(self, table: dict[Any, Any], key: Any) -> Any:
+        if key not in table:
+            return None
+        if self._trail is not None:
+            self._trail.append((table, key, table[key]))
+        return table.pop(key)
+
+    def atomically(self, fn: Callable[[], None]) -> None:
+        """Run `fn`; if it raises, undo every change it made (a failed operation must not
+        poison the shared solver with its half-processed constraints)."""
+        if self._trail is not None:
+            fn()
+            return
+        self._trail = []
+        self._steps = 0
+        try:
+            fn()
+        except BaseException:
+            self.queue.clear()
+            for table, key, old in reversed(self._trail):
+                if old is _MISSING:
+                    table.pop(key, None)
+                else:
+                    table[key] = old
+            raise
+        finally:
+            self._trail = None
+
+    # ---- variables and substitution ------------------------------------------------
+
+    def fresh_dim(self, name: str | None = None) -> DimVar:
+        root = self.find()
+        v = DimVar(fresh_id(), name)
+        root._owned.add(v.id)
+        return v
+
+    def fresh_row(self) -> RowVar:
+        root = self.find()
+        v = RowVar(fresh_id())
+        root._owned.add(v.id)
+        return v
+
+    def subst_dim(self, d: DimTerm) -> DimTerm:
+        """Resolve solved variables; an affine dim with known parts becomes its size."""
+        if self._parent is not None:
+            return self.find().subst_dim(d)
+        match d:
+            case Dim():
+                return d
+            case DimVar(id=i):
+                if i not in self.dims:
+                    return d
+                r = self.subst_dim(self.dims[i])
+                if r != self.dims[i]:
+                    self.put(self.dims, i, r)
+                return r
+            case AffineDim(stride=st, over=over, offset=off, conv=conv):
+                over2 = self.subst_dim(over)
+                conv2 = None
+                if conv is not None:
+                    conv2 = ConvPart(conv.dilation, self.subst_dim(conv.kernel), conv.use_padding)
+                a = AffineDim(st, over2, off, conv2)
+                size = dim_size(a)
+                return Dim(size) if size is not None else a
+            case _:
+                assert_never(d)
+
+    def subst_row(self, r: Row) -> Row:
+        if self._parent is not None:
+            return self.find().subst_row(r)
+        beg, var, dims = r.beg, r.var, r.dims
+        while var is not None and var.id in self.rows:
+            inner = self.rows[var.id]
+            beg, var, dims = beg + inner.beg, inner.var, inner.dims + dims
+        if var is None:
+            beg, dims = (), beg + dims
+        return Row(
+            tuple(self.subst_dim(d) for d in beg), var, tuple(self.subst_dim(d) for d in dims)
+        )
+
+    # ---- pending constraints -------------------------------------------------------
+
+    def stash(self, c: Constraint) -> None:
+        """Park a constraint until one of its variables is bound."""
+        cid = fresh_id()
+        self.put(self._stuck, cid, c)
+        keys: set[tuple[str, int]] = set()
+        constraint_vars(c, keys, self)
+        for key in keys:
+            self.put(self._watch, key, self._watch.get(key, frozenset()) | {cid})
+
+    def _wake(self, key: tuple[str, int]) -> None:
+        for cid in sorted(self._take(self._watch, key) or ()):
+            c = self._take(self._stuck, cid)
+            if c is not None:
+                self.queue.append(c)
+
+    def stuck_watching(self, key: tuple[str, int]) -> list[tuple[int, Constraint]]:
+        """The pending constraints (with their ids) that mention a variable ("d"/"r", id)."""
+        root = self.find()
+        return [(cid, root._stuck[cid]) for cid in sorted(root._watch.get(key, ()))
+                if cid in root._stuck]
+
+    def stuck(self) -> list[Constraint]:
+        """The pending constraints, oldest first."""
+        root = self.find()
+        return [c for _, c in sorted(root._stuck.items())]
+
+    # ---- binding -------------------------------------------------------------------
+
+    def bind_dim(self, v: DimVar, t: DimTerm, origin: Origin) -> None:
+        if isinstance(t, DimVar) and t.id == v.id:
+            return
+        occ: set[tuple[str, int]] = set()
+        dim_vars(t, occ)
+        if ("d", v.id) in occ:
+            raise conflict(origin, f"dimension {show_dim(v)} would contain itself")
+        self.put(self.dims, v.id, t)
+        self._wake(("d", v.id))
+
+    def bind_row(self, v: RowVar, r: Row, origin: Origin) -> None:
+        if r.var is not None and r.var.id == v.id:
+            if r.known_len == 0:
+                return
+            raise conflict(origin, "row-rank cycle: a row would contain itself plus more axes")
+        if r.known_len > MAX_RANK:
+            raise conflict(origin, f"row-rank cycle: a row grew beyond {MAX_RANK} axes")
+        self.put(self.rows, v.id, r)
+        self._wake(("r", v.id))
