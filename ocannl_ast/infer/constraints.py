@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, assert_never
 
 from ..errors import ShapeError, Span
 from .terms import DimTerm, Row, dim_vars, row_vars
@@ -186,4 +186,4 @@ def constraint_vars(c: Constraint, out: set[tuple[str, int]],
             for d in (t, *ps):
                 dim_vars(sd(d), out)
         case _:
-            raise AssertionError(c)
+            assert_never(c)

@@ -162,7 +162,7 @@ class _SpecVars:
             case Concat():
                 return self.concat(ax, pos)
             case _:
-                raise AssertionError(ax)
+                assert_never(ax)
 
     def row(self, spec: RowSpec | None, kind: Kind, slot: int) -> Row:
         """The spec's row for tensor `slot` (0 the result)."""

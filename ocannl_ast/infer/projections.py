@@ -260,7 +260,7 @@ class _Derivation:
             case Concat(components=comps):
                 self.concats.add(i, comps, self.labels, self.uf.new)
             case _:
-                raise AssertionError(ax)
+                assert_never(ax)
 
     # ---- labeling (closing the classes) --------------------------------------------
 

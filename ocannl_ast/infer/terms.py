@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from typing import assert_never
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +115,7 @@ def dim_size(d: DimTerm) -> int | None:
                 return None
             return st * (o - 1) + off + kernel_span(k, conv.dilation) if o > 0 else 0
         case _:
-            raise AssertionError(d)
+            assert_never(d)
 
 
 def kernel_span(kernel: int, dilation: int) -> int:
@@ -137,7 +138,7 @@ def show_dim(d: DimTerm) -> str:
                 txt += f"{sep}{conv.dilation}*{show_dim(conv.kernel)}"
             return txt + (f"+{off}" if off else "")
         case _:
-            raise AssertionError(d)
+            assert_never(d)
 
 
 def show_row(r: Row) -> str:
@@ -169,7 +170,7 @@ def dim_vars(d: DimTerm, out: set[tuple[str, int]]) -> None:
             if conv is not None:
                 dim_vars(conv.kernel, out)
         case _:
-            raise AssertionError(d)
+            assert_never(d)
 
 
 def row_vars(r: Row, out: set[tuple[str, int]]) -> None:
