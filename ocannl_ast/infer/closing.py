@@ -42,7 +42,7 @@ def close(s: SolverState, shapes: list[ClosableShape]) -> None:
         rows, dims = _unsolved(s, shapes)
         if not rows and not dims:
             return
-        if not _close_step(s, shapes, rows, dims):
+        if not _close_step(s, rows, dims):
             raise ShapeError("internal: closing made no progress")
     raise ShapeError("shape closing did not terminate")
 
@@ -66,7 +66,7 @@ def _unsolved(s: SolverState, shapes: list[ClosableShape]) -> tuple[RowOccs, Dim
     return rows, dims
 
 
-def _close_step(s: SolverState, shapes: list[ClosableShape], rows: RowOccs, dims: DimOccs) -> bool:
+def _close_step(s: SolverState, rows: RowOccs, dims: DimOccs) -> bool:
     o = Origin("closing shapes")
     bounds = Bounds(s)
     leaf_rows = {v for v, occ in rows.items() if any(sh.is_terminal for sh, _ in occ)}

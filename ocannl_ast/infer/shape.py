@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from ..errors import ShapeError, Span, user_span
 from ..lowering.ids import fresh_id
 from .solver import Solver
-from .terms import Dim, DimTerm, Kind, Row, dim_size, show_dim, show_row
+from .terms import Dim, DimTerm, Kind, Row, dim_size, show_row
 
 DimsArg = Sequence[int | tuple[int, str] | Dim] | None
 
@@ -148,7 +148,3 @@ def join_shapes(*shapes: Shape) -> Solver:
     """
     first, *rest = shapes
     return first.solver.join(*(s.solver for s in rest))
-
-
-def show_dims(dims: Sequence[DimTerm]) -> str:
-    return ",".join(show_dim(d) for d in dims)

@@ -94,9 +94,6 @@ class Kind(enum.Enum):
     INPUT = "input"
 
 
-KINDS_LAYOUT: tuple[Kind, Kind, Kind] = (Kind.BATCH, Kind.OUTPUT, Kind.INPUT)
-
-
 def dim_size(d: DimTerm) -> int | None:
     """The size of a dim whose parts are known, else None. Example: ``dim_size(Dim(3)) == 3``."""
     match d:
@@ -147,15 +144,6 @@ def show_row(r: Row) -> str:
         parts.append(f"..r{r.var.id}..")
     parts.extend(show_dim(d) for d in r.dims)
     return ",".join(parts)
-
-
-def show_shape(batch: Row, input_: Row, output: Row) -> str:
-    """OCANNL notation `batch|input->output` (empty rows omitted). Example: "2|3->4"."""
-    out = show_row(output)
-    inp = show_row(input_)
-    txt = f"{inp}->{out}" if inp else out
-    b = show_row(batch)
-    return f"{b}|{txt}" if b else txt
 
 
 def dim_vars(d: DimTerm, out: set[tuple[str, int]]) -> None:
