@@ -1,0 +1,83 @@
+"""The environment knobs, read in one place (every `OCANNL_AST_*` variable).
+
+Each function reads the environment when called, so a knob set by a test or a notebook
+cell takes effect for the next compile. No other module reads `os.environ`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+_PREFIX = "OCANNL_AST_"
+
+
+def _raw(name: str) -> str | None:
+    return os.environ.get(_PREFIX + name)
+
+
+def _on(name: str, default: bool) -> bool:
+    """A switch: "1" on, "0" off, unset `default` (surrounding spaces ignored)."""
+    raw = _raw(name)
+    if raw is None:
+        return default
+    return raw.strip() != "0" if default else raw.strip() == "1"
+
+
+def checking() -> bool:
+    """``OCANNL_AST_CHECK=1``: verify every IR between stages and check routines' inputs
+    (the test suite sets it)."""
+    return _on("CHECK", False)
+
+
+def virtualize() -> bool:
+    """``OCANNL_AST_VIRTUALIZE``: inline single-use intermediates (on unless "0")."""
+    return _on("VIRTUALIZE", True)
+
+
+def reorder() -> bool:
+    """``OCANNL_AST_REORDER``: let the C backend hoist small reductions (on unless "0")."""
+    return _on("REORDER", True)
+
+
+def debug() -> bool:
+    """``OCANNL_AST_DEBUG=1``: the decorators re-raise internal errors unwrapped."""
+    return _on("DEBUG", False)
+
+
+def sanitize() -> bool:
+    """``OCANNL_AST_SANITIZE=1``: build routines with AddressSanitizer and UBSan."""
+    return _on("SANITIZE", False)
+
+
+def cflags() -> tuple[str, ...] | None:
+    """``OCANNL_AST_CFLAGS``: gcc's optimization flags, space-separated (None: unset)."""
+    raw = _raw("CFLAGS")
+    return None if raw is None else tuple(raw.split())
+
+
+def threads() -> str:
+    """``OCANNL_AST_THREADS`` as written ("" when unset): a count or ``auto``."""
+    return (_raw("THREADS") or "").strip()
+
+
+def cache_root() -> Path:
+    """``OCANNL_AST_CACHE``, else ``~/.cache/ocannl_ast``: compiled C routines are kept in
+    it directly when it is set (in ``c/`` below the default), CUDA images in ``cuda/``,
+    rewritten decorator bodies in ``rewrite/``."""
+    raw = _raw("CACHE")
+    return Path(raw) if raw else Path.home() / ".cache" / "ocannl_ast"
+
+
+def c_cache_dir() -> Path:
+    """Where compiled C routines are cached (see `cache_root`)."""
+    return Path(raw) if (raw := _raw("CACHE")) else cache_root() / "c"
+
+
+def rewrite_cache_dir() -> Path | None:
+    """``OCANNL_AST_REWRITE_CACHE`` (empty, "0" or "off": no cache), else
+    ``cache_root()/rewrite``."""
+    own = _raw("REWRITE_CACHE")
+    if own is not None:
+        return None if own.strip().lower() in ("", "0", "off") else Path(own)
+    return cache_root() / "rewrite"
