@@ -48,7 +48,8 @@ from ocannl_ast.lowering.loop_ir import (
     Stmt,
     Symbol,
 )
-from ocannl_ast.lowering.walk import Loop, ReductionNest, fold_expr, match_reduction, peel
+from ocannl_ast.lowering.nests import ReductionNest, flat_terms, match_reduction, peel
+from ocannl_ast.lowering.walk import Loop, fold_expr
 
 #: Smallest multiply-add count (M*N*K of one call) rendered as a kernel call.
 MIN_WORK = C_KERNEL_MIN_WORK  #: one threshold with the lowering's epilogue fusion
@@ -135,13 +136,7 @@ class Plan:
 def _access(buf: Buffer, index: tuple[IndexExpr, ...], known: set[Symbol]) -> Access | None:
     if buf.uint4x32 or len(index) != len(buf.dims):
         return None
-    coeffs: dict[Symbol, int] = {}
-    offset = 0
-    for axis, e in enumerate(index):
-        stride = math.prod(buf.dims[axis + 1:])
-        for coeff, sym in e.terms:
-            coeffs[sym] = coeffs.get(sym, 0) + coeff * stride
-        offset += e.offset * stride
+    coeffs, offset = flat_terms(buf.dims, index)
     if any(sym not in known for sym in coeffs):
         return None
     return Access(buf, tuple((s, c) for s, c in coeffs.items() if c != 0), offset)

@@ -38,14 +38,8 @@ from ocannl_ast.lowering.loop_ir import (
     Symbol,
     index_of,
 )
-from ocannl_ast.lowering.walk import (
-    Loop,
-    ReductionNest,
-    gets,
-    local_names,
-    map_expr,
-    match_reduction,
-)
+from ocannl_ast.lowering.nests import ReductionNest, flat_terms, match_reduction
+from ocannl_ast.lowering.walk import Loop, gets, local_names, map_expr
 
 #: Largest local accumulator array (cells), kept on the stack.
 MAX_CELLS = 4096
@@ -74,11 +68,7 @@ def enabled() -> bool:
 
 
 def _flat_coeff(g: Get, sym: Symbol) -> int:
-    total = 0
-    for axis, e in enumerate(g.index):
-        stride = math.prod(g.buffer.dims[axis + 1:])
-        total += sum(c for c, s in e.terms if s == sym) * stride
-    return total
+    return flat_terms(g.buffer.dims, g.index)[0].get(sym, 0)
 
 
 def admissible(red: ReductionNest) -> bool:

@@ -11,7 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .loop_ir import Const, Expr, Get, LoopProgram
-from .walk import body_units, map_stmt, noted, stmt_gets, writes
+from .nests import body_units, noted
+from .walk import map_stmt, stmt_gets, writes
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,22 +24,8 @@ from .loop_ir import (
     Stmt,
     Symbol,
 )
-from .walk import (
-    Accesses,
-    ReductionNest,
-    body_units,
-    cellwise,
-    gets,
-    local_names,
-    map_expr,
-    match_reduction,
-    nest,
-    noted,
-    peel,
-    subst_expr,
-    subst_index,
-    work,
-)
+from .nests import ReductionNest, body_units, cellwise, match_reduction, nest, noted, peel
+from .walk import Accesses, gets, local_names, map_expr, subst_expr, subst_index, work
 
 
 @dataclass(frozen=True, slots=True)

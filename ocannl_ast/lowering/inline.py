@@ -25,14 +25,12 @@ from .loop_ir import (
     Symbol,
     SymbolValue,
 )
+from .nests import body_units, cellwise, noted
 from .walk import (
     Accesses,
-    body_units,
-    cellwise,
     expr_nodes,
     gets,
     map_stmt,
-    noted,
     own_exprs,
     stmt_gets,
     stmt_nodes,

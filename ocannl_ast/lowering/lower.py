@@ -65,7 +65,8 @@ from .loop_ir import (
 )
 from .loop_ir import Noop as LNoop
 from .loop_ir import Seq as LSeq
-from .walk import map_stmt, nest
+from .nests import nest
+from .walk import map_stmt
 
 NEUTRAL: dict[BinOp, float] = vocabulary.NEUTRAL
 #: accumulators for which accum(neutral, x) == x, so an injective write can be plain
