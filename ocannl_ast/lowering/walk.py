@@ -203,8 +203,11 @@ def map_stmt(s: Stmt, expr: ExprRule | None = None, stmt: StmtRule | None = None
         case ForLoop(symbol=sym, extent=n, body=body):
             inner = map_stmt(body, expr, stmt)
             node = s if inner is body else ForLoop(sym, n, inner)
-        case _:
+        case (Noop() | Comment() | SetCell() | DeclLocal() | SetLocal() | Fill() | CheckIndex()
+              | SetFromVec()):
             node = s if expr is None else _map_own(s, lambda e: map_expr(e, expr))
+        case _:
+            assert_never(s)
     out = None if stmt is None else stmt(node)
     return node if out is None else out
 
@@ -247,8 +250,10 @@ def own_symbols(s: Stmt) -> Iterator[Symbol]:
             indices: tuple[IndexExpr, ...] = index
         case CheckIndex(index=ix) | SetFromVec(vector=ix):
             indices = (ix,)
-        case _:
+        case Noop() | Comment() | Seq() | ForLoop() | DeclLocal() | SetLocal() | Fill():
             indices = ()
+        case _:
+            assert_never(s)
     for e in own_exprs(s):
         for x in expr_nodes(e):
             match x:
@@ -258,8 +263,10 @@ def own_symbols(s: Stmt) -> Iterator[Symbol]:
                     indices += (ix,)
                 case SymbolValue(symbol=sym):
                     yield sym
-                case _:
+                case Const() | GetLocal() | Unary() | Binary() | Ternary():
                     pass
+                case _:
+                    assert_never(x)
     yield from (sym for ix in indices for _, sym in ix.terms)
 
 
