@@ -199,6 +199,7 @@ def test_rewrite_never_imports_tensor() -> None:
 BACKEND_MAY_IMPORT = frozenset({
     "ocannl_ast.errors", "ocannl_ast.lowering.loop_ir", "ocannl_ast.lowering.loop_verify",
     "ocannl_ast.lowering.loop_print", "ocannl_ast.lowering.threefry",
+    "ocannl_ast.lowering.walk", "ocannl_ast.lowering.nests",
 })
 
 

@@ -37,22 +37,19 @@ from ocannl_ast.lowering.loop_ir import (
     Binary,
     BinOp,
     Buffer,
-    Comment,
     Const,
-    DeclLocal,
     Expr,
     ForLoop,
     Get,
     GetLocal,
     IndexExpr,
     LoopProgram,
-    Noop,
-    Seq,
     SetCell,
-    SetLocal,
     Stmt,
     Symbol,
 )
+from ocannl_ast.lowering.nests import ReductionNest, flat_terms, match_reduction, peel
+from ocannl_ast.lowering.walk import Loop, fold_expr
 
 #: Smallest multiply-add count (M*N*K of one call) rendered as a kernel call.
 MIN_WORK = C_KERNEL_MIN_WORK  #: one threshold with the lowering's epilogue fusion
@@ -63,9 +60,6 @@ PARALLEL_WORK = 1 << 21
 #: Return code of a routine whose kernel could not allocate its packing buffers.
 OOM_CODE = 1_000_001
 _MAX_GROUP = 8  # symbols per M / N / K group (the C side's table size)
-
-Loop = tuple[Symbol, int]
-
 
 class Renderer(Protocol):
     """What the kernel hook needs of `c_backend._CRenderer`."""
@@ -139,34 +133,10 @@ class Plan:
 # ---- recognising ---------------------------------------------------------------------
 
 
-def _single(s: Stmt) -> Stmt:
-    """A Seq of one statement (comments and no-ops aside) is that statement."""
-    if isinstance(s, Seq):
-        subs = [x for x in s.stmts if not isinstance(x, Noop | Comment)]
-        if len(subs) == 1:
-            return _single(subs[0])
-    return s
-
-
-def _peel(s: Stmt) -> tuple[list[Loop], Stmt]:
-    loops: list[Loop] = []
-    s = _single(s)
-    while isinstance(s, ForLoop):
-        loops.append((s.symbol, s.extent))
-        s = _single(s.body)
-    return loops, s
-
-
 def _access(buf: Buffer, index: tuple[IndexExpr, ...], known: set[Symbol]) -> Access | None:
     if buf.uint4x32 or len(index) != len(buf.dims):
         return None
-    coeffs: dict[Symbol, int] = {}
-    offset = 0
-    for axis, e in enumerate(index):
-        stride = math.prod(buf.dims[axis + 1:])
-        for coeff, sym in e.terms:
-            coeffs[sym] = coeffs.get(sym, 0) + coeff * stride
-        offset += e.offset * stride
+    coeffs, offset = flat_terms(buf.dims, index)
     if any(sym not in known for sym in coeffs):
         return None
     return Access(buf, tuple((s, c) for s, c in coeffs.items() if c != 0), offset)
@@ -174,16 +144,18 @@ def _access(buf: Buffer, index: tuple[IndexExpr, ...], known: set[Symbol]) -> Ac
 
 def _factors(e: Expr) -> list[Get] | None:
     """The reads of a product of reads (two or three of them), or None."""
-    match e:
-        case Get():
-            return [e]
-        case Binary(op=BinOp.MUL, lhs=lhs, rhs=rhs):
-            left, right = _factors(lhs), _factors(rhs)
-            if left is None or right is None or len(left) + len(right) > 3:
+    def rule(x: Expr, kids: list[list[Get] | None]) -> list[Get] | None:
+        match x:
+            case Get():
+                return [x]
+            case Binary(op=BinOp.MUL):
+                left, right = kids
+                if left is None or right is None or len(left) + len(right) > 3:
+                    return None
+                return left + right
+            case _:
                 return None
-            return left + right
-        case _:
-            return None
+    return fold_expr(e, rule)
 
 
 def _sum_with(e: Expr, is_first: Callable[[Expr], bool]) -> Expr | None:
@@ -206,37 +178,35 @@ def _store(s: Stmt, acc: str) -> tuple[SetCell, bool] | None:
     return (s, True) if rest == GetLocal(acc) else None
 
 
-def _match_local(body: Seq) -> tuple[list[Loop], SetCell, Expr, bool] | None:
-    subs = [x for x in body.stmts if not isinstance(x, Noop | Comment)]
-    if len(subs) != 3 or not isinstance(subs[0], DeclLocal) or not isinstance(subs[1], ForLoop):
+def _match_local(loop: ForLoop) -> tuple[ReductionNest, SetCell, Expr, bool] | None:
+    """`loop` as a sum into a local from +0: the nest, its store, the summed term and
+    whether the store accumulates."""
+    red = match_reduction(loop)
+    if red is None:
         return None
-    acc, init = subs[0].name, subs[0].init
+    init = red.init
     if not (isinstance(init, Const) and init.value == 0.0 and math.copysign(1, init.value) > 0):
         return None
-    red, inner = _peel(subs[1])
-    store = _store(subs[2], acc)
-    if store is None or not isinstance(inner, SetLocal) or inner.name != acc:
-        return None
-    term = _sum_with(inner.value, lambda t: t == GetLocal(acc))
-    return (red, store[0], term, store[1]) if term is not None else None
+    store = _store(red.store, red.acc)
+    term = _sum_with(red.step, lambda t: t == GetLocal(red.acc))
+    return (red, store[0], term, store[1]) if store is not None and term is not None else None
 
 
 def match(loop: ForLoop, bound: frozenset[Symbol]) -> Contraction | None:
     """The contraction `loop` computes, or None; `bound`: the static arguments and enclosing
     iterators its indices may use as constants. Example: the nest of ``ij;jk=>ik``."""
-    outer, body = _peel(loop)
-    if isinstance(body, Seq):
-        found = _match_local(body)
-        if found is None:
-            return None
-        red, cell, term, accumulate = found
-    elif isinstance(body, SetCell):
+    outer, body = peel(loop)
+    if isinstance(body, SetCell):
         term_or_none = _sum_with(body.value, lambda t: t == Get(body.buffer, body.index))
         if term_or_none is None:
             return None
         red, cell, term, accumulate = [], body, term_or_none, True
     else:
-        return None
+        found = _match_local(loop)
+        if found is None:
+            return None
+        nest, cell, term, accumulate = found
+        red = list(nest.reduce)
     reads = _factors(term)
     loops = [*outer, *red]
     own = {s for s, _ in loops}  # (a sibling nest before may have bound the same symbols)

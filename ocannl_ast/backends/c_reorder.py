@@ -21,34 +21,25 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass, replace
-from typing import Protocol, assert_never
+from dataclasses import replace
+from typing import Protocol
 
 from ocannl_ast.backends.c_syntax import CSyntax
 from ocannl_ast.lowering.loop_ir import (
-    Binary,
     Buffer,
-    Comment,
-    Const,
-    DeclLocal,
     Expr,
     ForLoop,
     Get,
     GetLocal,
     IndexExpr,
     LoopProgram,
-    Noop,
-    Seq,
     SetCell,
-    SetLocal,
     Stmt,
     Symbol,
-    SymbolValue,
-    Ternary,
-    ThreefryUniform,
-    Unary,
     index_of,
 )
+from ocannl_ast.lowering.nests import ReductionNest, flat_terms, match_reduction
+from ocannl_ast.lowering.walk import Loop, gets, local_names, map_expr
 
 #: Largest local accumulator array (cells), kept on the stack.
 MAX_CELLS = 4096
@@ -56,8 +47,6 @@ MAX_CELLS = 4096
 MIN_CELLS = 2
 #: Shortest reduction (iterations per cell) worth it: a shorter fold is no latency chain.
 MIN_REDUCE = 8
-
-Loop = tuple[Symbol, int]
 
 
 class Renderer(Protocol):
@@ -78,103 +67,20 @@ def enabled() -> bool:
     return os.environ.get("OCANNL_AST_REORDER", "1").strip() != "0"
 
 
-@dataclass(frozen=True, slots=True)
-class Reduction:
-    """``for outer: { acc = init; for reduce: acc = step; store(acc) }``."""
-
-    outer: tuple[Loop, ...]
-    reduce: tuple[Loop, ...]
-    acc: str
-    init: Expr
-    step: Expr  #: the new value of `acc` (reads `GetLocal(acc)`)
-    store: SetCell  #: reads `GetLocal(acc)`
-
-
-def _single(s: Stmt) -> Stmt:
-    if isinstance(s, Seq):
-        subs = [x for x in s.stmts if not isinstance(x, Noop | Comment)]
-        if len(subs) == 1:
-            return _single(subs[0])
-    return s
-
-
-def _peel(s: Stmt) -> tuple[list[Loop], Stmt]:
-    loops: list[Loop] = []
-    s = _single(s)
-    while isinstance(s, ForLoop):
-        loops.append((s.symbol, s.extent))
-        s = _single(s.body)
-    return loops, s
-
-
-def match(loop: ForLoop) -> Reduction | None:
-    """The reduction nest `loop` is, or None (see the module docstring for the form)."""
-    outer, body = _peel(loop)
-    if not isinstance(body, Seq):
-        return None
-    subs = [x for x in body.stmts if not isinstance(x, Noop | Comment)]
-    if len(subs) != 3 or not isinstance(subs[0], DeclLocal) or not isinstance(subs[1], ForLoop):
-        return None
-    decl, store = subs[0], subs[2]
-    red, inner = _peel(subs[1])
-    if not isinstance(store, SetCell) or not isinstance(inner, SetLocal):
-        return None
-    if inner.name != decl.name or not red:
-        return None
-    syms = [s for s, _ in (*outer, *red)]
-    if len(set(syms)) != len(syms):
-        return None
-    return Reduction(tuple(outer), tuple(red), decl.name, decl.init, inner.value, store)
-
-
-def _reads(e: Expr) -> tuple[list[Get], set[str]]:
-    """The buffer reads and the scalar locals of an expression."""
-    match e:
-        case Get():
-            return [e], set()
-        case GetLocal(name=name):
-            return [], {name}
-        case Const() | SymbolValue() | ThreefryUniform():
-            return [], set()
-        case Unary(arg=arg):
-            return _reads(arg)
-        case Binary(lhs=lhs, rhs=rhs):
-            return _merge(lhs, rhs)
-        case Ternary(a=a, b=b, c=c):
-            return _merge(a, b, c)
-        case _:
-            assert_never(e)
-
-
-def _merge(*es: Expr) -> tuple[list[Get], set[str]]:
-    gets: list[Get] = []
-    names: set[str] = set()
-    for e in es:
-        g, n = _reads(e)
-        gets += g
-        names |= n
-    return gets, names
-
-
 def _flat_coeff(g: Get, sym: Symbol) -> int:
-    total = 0
-    for axis, e in enumerate(g.index):
-        stride = math.prod(g.buffer.dims[axis + 1:])
-        total += sum(c for c, s in e.terms if s == sym) * stride
-    return total
+    return flat_terms(g.buffer.dims, g.index)[0].get(sym, 0)
 
 
-def admissible(red: Reduction) -> bool:
+def admissible(red: ReductionNest) -> bool:
     """Whether reordering `red` keeps every result's bits and likely pays (see module)."""
     cells = math.prod(e for _, e in red.outer)
     if not red.outer or not MIN_CELLS <= cells <= MAX_CELLS:
         return False
     if red.store.buffer.uint4x32 or math.prod(e for _, e in red.reduce) < MIN_REDUCE:
         return False
-    init_gets, init_locals = _reads(red.init)
-    step_gets, step_locals = _reads(red.step)
-    _, store_locals = _reads(red.store.value)
-    if init_locals or not step_locals <= {red.acc} or not store_locals <= {red.acc}:
+    init_gets, step_gets = list(gets(red.init)), list(gets(red.step))
+    if local_names(red.init) or not local_names(red.step) <= {red.acc} or \
+            not local_names(red.store.value) <= {red.acc}:
         return False
     if any(g.buffer == red.store.buffer or g.buffer.uint4x32 for g in (*init_gets, *step_gets)):
         return False
@@ -184,19 +90,7 @@ def admissible(red: Reduction) -> bool:
 
 def _subst(e: Expr, name: str, by: Expr) -> Expr:
     """`e` with every ``GetLocal(name)`` replaced by `by`."""
-    match e:
-        case GetLocal(name=n):
-            return by if n == name else e
-        case Get() | Const() | SymbolValue() | ThreefryUniform():
-            return e
-        case Unary(arg=arg):
-            return replace(e, arg=_subst(arg, name, by))
-        case Binary(lhs=lhs, rhs=rhs):
-            return replace(e, lhs=_subst(lhs, name, by), rhs=_subst(rhs, name, by))
-        case Ternary(a=a, b=b, c=c):
-            return replace(e, a=_subst(a, name, by), b=_subst(b, name, by), c=_subst(c, name, by))
-        case _:
-            assert_never(e)
+    return map_expr(e, lambda x: by if x == GetLocal(name) else None)
 
 
 def _unique(r: Renderer, stem: str) -> str:
@@ -222,7 +116,7 @@ def _nest(r: Renderer, loops: tuple[Loop, ...], cell: SetCell, depth: int,
 
 def render(r: Renderer, loop: ForLoop, depth: int, out: list[str]) -> bool:
     """Append the reordered form of `loop`, if it is an admissible reduction; else False."""
-    red = match(loop)
+    red = match_reduction(loop)
     if red is None or not admissible(red):
         return False
     dims = tuple(e for _, e in red.outer)

@@ -23,9 +23,10 @@ import numpy as np
 
 from ocannl_ast.backends.cuda_backend import CudaPlan
 from ocannl_ast.backends.cuda_nvrtc import INSTALL_HINT, compile_ptx
-from ocannl_ast.backends.runtime import NUMPY_DTYPE, _written_buffers
+from ocannl_ast.backends.runtime import NUMPY_DTYPE
 from ocannl_ast.errors import BackendError, RuntimeDataError
 from ocannl_ast.lowering.loop_ir import LoopProgram, cell_elems
+from ocannl_ast.lowering.walk import writes
 
 
 def driver_module() -> Any:
@@ -187,7 +188,7 @@ class CudaRoutine:
         self._sizes = tuple(cell_elems(b, prog.precision) for b in prog.buffers)
         self._buffers = prog.buffers
         self._n_static = len(prog.static_args)
-        written = _written_buffers(prog.body)
+        written = writes(prog.body)
         self._written = tuple(b in written for b in prog.buffers)
         self._image = load_image(image)
         self._module = _check(dev.driver.cuModuleLoadData(self._image), "cuModuleLoadData")

@@ -11,29 +11,18 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, assert_never
+from typing import Any
 
 import cffi
 import numpy as np
 
 from ocannl_ast.errors import BackendError, RuntimeDataError
 from ocannl_ast.lowering.loop_ir import (
-    Buffer,
-    CheckIndex,
-    Comment,
-    DeclLocal,
-    Fill,
-    ForLoop,
     LoopProgram,
-    Noop,
     Precision,
-    Seq,
-    SetCell,
-    SetFromVec,
-    SetLocal,
-    Stmt,
     cell_elems,
 )
+from ocannl_ast.lowering.walk import writes
 
 NUMPY_DTYPE = {Precision.FLOAT32: np.dtype(np.float32), Precision.FLOAT64: np.dtype(np.float64)}
 _LOADED: dict[str, tuple[cffi.FFI, Any]] = {}
@@ -113,7 +102,8 @@ class CompiledRoutine:
         self._dtype = NUMPY_DTYPE[prog.precision]
         self._buffers = prog.buffers
         self._sizes = tuple(cell_elems(b, prog.precision) for b in prog.buffers)
-        self._written = tuple(b in _written_buffers(prog.body) for b in prog.buffers)
+        written = writes(prog.body)
+        self._written = tuple(b in written for b in prog.buffers)
         self._n_static = len(prog.static_args)
         self._checks = dict(library.checks)
         self._table = ffi.new(f"{library.c_type} *[]", max(1, len(prog.buffers)))
@@ -226,17 +216,3 @@ class CompiledRoutine:
         else:
             got = type(arr).__name__
         return BackendError(f"routine {self.name}: buffer {buf.name!r} needs {want}; got {got}")
-
-
-def _written_buffers(s: Stmt) -> set[Buffer]:
-    match s:
-        case Noop() | Comment() | DeclLocal() | SetLocal() | CheckIndex():
-            return set()
-        case Seq(stmts=stmts):
-            return set().union(*(_written_buffers(x) for x in stmts))
-        case ForLoop(body=body):
-            return _written_buffers(body)
-        case SetCell(buffer=buf) | Fill(buffer=buf) | SetFromVec(buffer=buf):
-            return {buf}
-        case _:
-            assert_never(s)

@@ -37,6 +37,7 @@ from ocannl_ast.lowering.loop_ir import (
     Unary,
     UnOp,
 )
+from ocannl_ast.lowering.walk import fold_expr, walk_stmts
 
 _INDENT = "  "
 
@@ -123,21 +124,22 @@ def _paren(text: str, prec: int, needed: int) -> str:
     return f"({text})" if prec < needed else text
 
 
-def _binary(e: Binary, names: SymbolNames) -> tuple[str, int]:
+Text = tuple[str, int]  #: an expression's text and its precedence
+
+
+def _binary(e: Binary, lhs: Text, rhs: Text) -> Text:
     if e.op not in _INFIX:
-        return f"{e.op.value}({expr_text(e.lhs, names)}, {expr_text(e.rhs, names)})", _PREC_ATOM
+        return f"{e.op.value}({lhs[0]}, {rhs[0]})", _PREC_ATOM
     sym, prec = _INFIX[e.op]
-    lhs, lp = _expr(e.lhs, names)
-    rhs, rp = _expr(e.rhs, names)
     # Left-associative operators need parentheses on an equal-precedence right operand
     # (float addition is not associative); `**` is right-associative; comparisons chain.
     left_need = prec + 1 if e.op is BinOp.POW or prec == 1 else prec
     right_need = prec if e.op is BinOp.POW else prec + 1
-    return f"{_paren(lhs, lp, left_need)} {sym} {_paren(rhs, rp, right_need)}", prec
+    return f"{_paren(*lhs, left_need)} {sym} {_paren(*rhs, right_need)}", prec
 
 
-def _expr(e: Expr, names: SymbolNames) -> tuple[str, int]:
-    """Text of an expression and its precedence (for minimal parentheses)."""
+def _node_text(e: Expr, kids: list[Text], names: SymbolNames) -> Text:
+    """Text of a node from its children's (for minimal parentheses)."""
     match e:
         case Const(value=v):
             return format_number(v), (_PREC_ATOM if v >= 0 or math.isnan(v) else _PREC_NEG)
@@ -147,16 +149,14 @@ def _expr(e: Expr, names: SymbolNames) -> tuple[str, int]:
             return name, _PREC_ATOM
         case SymbolValue(symbol=sym):
             return f"float({names.use(sym)})", _PREC_ATOM
-        case Unary(op=UnOp.NEG, arg=arg):
-            text, prec = _expr(arg, names)
-            return f"-{_paren(text, prec, _PREC_NEG + 1)}", _PREC_NEG
-        case Unary(op=op, arg=arg):
-            return f"{op.value}({expr_text(arg, names)})", _PREC_ATOM
+        case Unary(op=UnOp.NEG):
+            return f"-{_paren(*kids[0], _PREC_NEG + 1)}", _PREC_NEG
+        case Unary(op=op):
+            return f"{op.value}({kids[0][0]})", _PREC_ATOM
         case Binary():
-            return _binary(e, names)
-        case Ternary(op=op, a=a, b=b, c=c):
-            args = ", ".join(expr_text(x, names) for x in (a, b, c))
-            return f"{op.value}({args})", _PREC_ATOM
+            return _binary(e, kids[0], kids[1])
+        case Ternary(op=op):
+            return f"{op.value}({', '.join(k[0] for k in kids)})", _PREC_ATOM
         case ThreefryUniform(key=key, counter=counter):
             keys = ", ".join(f"0x{k:08x}" for k in key)
             return f"threefry_uniform(({keys}), {format_index(counter, names)})", _PREC_ATOM
@@ -166,41 +166,39 @@ def _expr(e: Expr, names: SymbolNames) -> tuple[str, int]:
 
 def expr_text(e: Expr, names: SymbolNames) -> str:
     """Text of a scalar expression. Example: ``c[i0, i1] + a[i0, i2] * b[i2, i1]``."""
-    return _expr(e, names)[0]
+    return fold_expr(e, lambda x, kids: _node_text(x, kids, names))[0]
 
 
-def _stmt_lines(s: Stmt, names: SymbolNames, depth: int, out: list[str]) -> None:
-    pad = _INDENT * depth
+def _stmt_lines(s: Stmt, names: SymbolNames, pad: str) -> list[str]:
+    """The lines of `s` itself (not of the statements nested in it)."""
     match s:
         case Noop():
-            out.append(f"{pad}noop")
+            return [f"{pad}noop"]
         case Comment(text=text):
-            out.extend(f"{pad}# {line}" for line in text.splitlines() or [""])
+            return [f"{pad}# {line}" for line in text.splitlines() or [""]]
         case Seq(stmts=stmts):
-            if not stmts:
-                out.append(f"{pad}noop")
-            for sub in stmts:
-                _stmt_lines(sub, names, depth, out)
-        case ForLoop(symbol=sym, extent=extent, body=body):
-            out.append(f"{pad}for {names.bind(sym)} < {extent}:")
-            _stmt_lines(body, names, depth + 1, out)
+            return [] if stmts else [f"{pad}noop"]
+        case ForLoop(symbol=sym, extent=extent):
+            return [f"{pad}for {names.bind(sym)} < {extent}:"]
         case SetCell(buffer=buf, index=index, value=value):
-            cell = format_cell(buf.name, index, names)
-            out.append(f"{pad}{cell} := {expr_text(value, names)}")
+            return [f"{pad}{format_cell(buf.name, index, names)} := {expr_text(value, names)}"]
         case DeclLocal(name=name, init=init):
-            out.append(f"{pad}local {name} = {expr_text(init, names)}")
+            return [f"{pad}local {name} = {expr_text(init, names)}"]
         case SetLocal(name=name, value=value):
-            out.append(f"{pad}{name} := {expr_text(value, names)}")
+            return [f"{pad}{name} := {expr_text(value, names)}"]
         case Fill(buffer=buf, value=value):
-            out.append(f"{pad}fill {buf.name} = {format_number(value)}")
+            return [f"{pad}fill {buf.name} = {format_number(value)}"]
         case CheckIndex(index=index, bound=bound, code=code):
-            idx = format_index(index, names)
-            out.append(f"{pad}check 0 <= {idx} < {bound} else return {code}")
+            return [f"{pad}check 0 <= {format_index(index, names)} < {bound} else return {code}"]
         case SetFromVec(buffer=buf, vector=vec, op=op, value=value, length=n):
-            out.append(f"{pad}{buf.name}[{n} * ({format_index(vec, names)}) + 0..{n}] := "
-                       f"{op.value}({expr_text(value, names)})")
+            cells = f"{buf.name}[{n} * ({format_index(vec, names)}) + 0..{n}]"
+            return [f"{pad}{cells} := {op.value}({expr_text(value, names)})"]
         case _:
             assert_never(s)
+
+
+def _depth(s: Stmt, depth: int) -> int:
+    return depth + 1 if isinstance(s, ForLoop) else depth
 
 
 def print_program(prog: LoopProgram) -> str:
@@ -219,5 +217,6 @@ def print_program(prog: LoopProgram) -> str:
     if prog.precision is not Precision.FLOAT32:
         header += f" precision={prog.precision.value}"
     lines = [header]
-    _stmt_lines(prog.body, names, 1, lines)
+    for s, depth in walk_stmts(prog.body, 1, _depth):
+        lines += _stmt_lines(s, names, _INDENT * depth)
     return "\n".join(lines) + "\n"

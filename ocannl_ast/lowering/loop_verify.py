@@ -36,6 +36,7 @@ from ocannl_ast.lowering.loop_ir import (
     ThreefryUniform,
     Unary,
 )
+from ocannl_ast.lowering.walk import expr_nodes, walk_stmts
 
 _U32 = 1 << 32
 _C_INT_MAX = (1 << 31) - 1
@@ -89,6 +90,15 @@ class _Scope:
         return _Scope(dict(self.symbols), set(self.locals), self.live)
 
 
+def _enter(s: Stmt, scope: _Scope) -> _Scope:
+    """The scope of the statements nested in `s`."""
+    inner = scope.nested()
+    if isinstance(s, ForLoop):
+        inner.symbols[s.symbol] = s.extent
+        inner.live = scope.live and s.extent > 0
+    return inner
+
+
 @dataclass(slots=True)
 class _Checker:
     prog: LoopProgram
@@ -125,29 +135,22 @@ class _Checker:
                 )
 
     def check_expr(self, e: Expr, scope: _Scope, where: str) -> None:
-        match e:
-            case Const():
-                pass
-            case Get(buffer=buf, index=index):
-                self.check_access(buf, index, scope, f"{where}, read of {buf.name!r}")
-            case GetLocal(name=name):
-                if name not in scope.locals:
-                    self.report(where, f"local {name!r} read before its declaration")
-            case SymbolValue(symbol=sym):
-                if sym not in scope.symbols:
-                    self.report(where, f"symbol {_sym(sym)} used outside its loop")
-            case Unary(arg=arg):
-                self.check_expr(arg, scope, where)
-            case Binary(lhs=lhs, rhs=rhs):
-                self.check_expr(lhs, scope, where)
-                self.check_expr(rhs, scope, where)
-            case Ternary(a=a, b=b, c=c):
-                for sub in (a, b, c):
-                    self.check_expr(sub, scope, where)
-            case ThreefryUniform():
-                self.check_threefry(e, scope, where)
-            case _:
-                assert_never(e)
+        for x in expr_nodes(e):
+            match x:
+                case Const() | Unary() | Binary() | Ternary():
+                    pass
+                case Get(buffer=buf, index=index):
+                    self.check_access(buf, index, scope, f"{where}, read of {buf.name!r}")
+                case GetLocal(name=name):
+                    if name not in scope.locals:
+                        self.report(where, f"local {name!r} read before its declaration")
+                case SymbolValue(symbol=sym):
+                    if sym not in scope.symbols:
+                        self.report(where, f"symbol {_sym(sym)} used outside its loop")
+                case ThreefryUniform():
+                    self.check_threefry(x, scope, where)
+                case _:
+                    assert_never(x)
 
     def check_threefry(self, e: ThreefryUniform, scope: _Scope, where: str) -> None:
         if len(e.key) != 4 or any(not 0 <= k < _U32 for k in e.key):
@@ -158,16 +161,17 @@ class _Checker:
             self.report(where, f"threefry counter ranges over {list(rng)}, not 32-bit unsigned")
 
     def check_stmt(self, s: Stmt, scope: _Scope) -> None:
-        """Check `s`; a DeclLocal adds to `scope.locals`, for the statements after it."""
+        """Check `s` itself (`walk_stmts` visits the statements nested in it); a DeclLocal
+        adds to `scope.locals`, for the statements after it."""
         match s:
-            case Noop() | Comment():
+            case Noop() | Comment() | Seq():
                 pass
-            case Seq(stmts=stmts):
-                inner = scope.nested()
-                for sub in stmts:
-                    self.check_stmt(sub, inner)
-            case ForLoop():
-                self.check_for(s, scope)
+            case ForLoop(symbol=sym, extent=extent):
+                where = f"loop over {_sym(sym)}"
+                if extent < 0:
+                    self.report(where, f"negative extent {extent}")
+                if sym in scope.symbols:
+                    self.report(where, f"{_sym(sym)} is already bound (outer loop or static arg)")
             case SetCell(buffer=buf, index=index, value=value):
                 where = f"write to {buf.name!r}"
                 self.check_access(buf, index, scope, where)
@@ -185,26 +189,18 @@ class _Checker:
                 self.check_buffer(buf, f"fill of {buf.name!r}")
             case CheckIndex():
                 self.check_check_index(s, scope)
-            case SetFromVec(buffer=buf, vector=vec, value=value, length=n):
-                where = f"vector write to {buf.name!r}"
-                self.check_buffer(buf, where)
-                self.check_index(vec, scope, where)
-                self.check_expr(value, scope, where)
-                if n < 1 or buf.uint4x32:
-                    self.report(where, f"length {n} into a uint4x32={buf.uint4x32} buffer")
+            case SetFromVec():
+                self.check_set_from_vec(s, scope)
             case _:
                 assert_never(s)
 
-    def check_for(self, s: ForLoop, scope: _Scope) -> None:
-        where = f"loop over {_sym(s.symbol)}"
-        if s.extent < 0:
-            self.report(where, f"negative extent {s.extent}")
-        if s.symbol in scope.symbols:
-            self.report(where, f"{_sym(s.symbol)} is already bound (outer loop or static arg)")
-        inner = scope.nested()
-        inner.symbols[s.symbol] = s.extent
-        inner.live = scope.live and s.extent > 0
-        self.check_stmt(s.body, inner)
+    def check_set_from_vec(self, s: SetFromVec, scope: _Scope) -> None:
+        where = f"vector write to {s.buffer.name!r}"
+        self.check_buffer(s.buffer, where)
+        self.check_index(s.vector, scope, where)
+        self.check_expr(s.value, scope, where)
+        if s.length < 1 or s.buffer.uint4x32:
+            self.report(where, f"length {s.length} into a uint4x32={s.buffer.uint4x32} buffer")
 
     def check_check_index(self, s: CheckIndex, scope: _Scope) -> None:
         self.check_index(s.index, scope, "index check")
@@ -234,6 +230,7 @@ def verify_program(prog: LoopProgram) -> None:
     """
     checker = _Checker(prog)
     checker.check_signature()
-    checker.check_stmt(prog.body, _Scope({s: None for s in prog.static_args}))
+    for s, scope in walk_stmts(prog.body, _Scope({s: None for s in prog.static_args}), _enter):
+        checker.check_stmt(s, scope)
     if checker.problems:
         raise LoopIRError(prog.name, checker.problems)

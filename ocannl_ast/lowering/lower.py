@@ -46,7 +46,6 @@ from .loop_ir import (
     DeclLocal,
     Expr,
     Fill,
-    ForLoop,
     Get,
     GetLocal,
     IndexExpr,
@@ -66,6 +65,8 @@ from .loop_ir import (
 )
 from .loop_ir import Noop as LNoop
 from .loop_ir import Seq as LSeq
+from .nests import nest
+from .walk import map_stmt
 
 NEUTRAL: dict[BinOp, float] = vocabulary.NEUTRAL
 #: accumulators for which accum(neutral, x) == x, so an injective write can be plain
@@ -130,7 +131,7 @@ def _lower_vec(v: VecSet, buffers: dict[int, Buffer]) -> Stmt:
         raise ShapeError(f"{v.label or v.op.value}: {n_in} input cells cannot fill {n_out} "
                          f"output cells {v.length} at a time")
     loops, index, offset = _cell_loops(rhs)
-    return _nest(loops, SetFromVec(lhs, offset, v.op, Get(rhs, index), v.length))
+    return nest(loops, SetFromVec(lhs, offset, v.op, Get(rhs, index), v.length))
 
 
 def rhs_expr(e: RhsExpr, args: list[Expr]) -> Expr:
@@ -193,7 +194,7 @@ def _reset_margins(buf: Buffer, margins: tuple[tuple[int, int], ...], value: flo
                 s = Symbol(fresh_id(), "m")
                 loops.append((s, n))
                 index.append(IndexExpr(((1, s),), start if j == axis else 0))
-            stmts.append(_nest(loops, SetCell(buf, tuple(index), Const(value))))
+            stmts.append(nest(loops, SetCell(buf, tuple(index), Const(value))))
     return LSeq(tuple(stmts))
 
 
@@ -210,7 +211,7 @@ def _lower_accum_body(a: Accum, buffers: dict[int, Buffer]) -> Stmt:
     injective, surjective = p.lhs_injective(), p.lhs_surjective()
     stmts: list[Stmt] = []
     if a.accum == BinOp.ARG2:
-        body: Stmt = _nest(outer + inner, SetCell(lhs, lhs_ix, val))
+        body: Stmt = nest(outer + inner, SetCell(lhs, lhs_ix, val))
         if a.initialize_neutral and not surjective:
             # OCANNL `=:` erases: cells the projection never writes read the neutral 0
             return LSeq((Fill(lhs, NEUTRAL[a.accum]), body))
@@ -223,11 +224,11 @@ def _lower_accum_body(a: Accum, buffers: dict[int, Buffer]) -> Stmt:
     if a.initialize_neutral and not (surjective and (plain or local)):
         stmts.append(Fill(lhs, NEUTRAL[a.accum]))
     if plain:
-        stmts.append(_nest(outer, SetCell(lhs, lhs_ix, val)))
+        stmts.append(nest(outer, SetCell(lhs, lhs_ix, val)))
     elif local:
-        stmts.append(_nest(outer, _local_reduction(a, lhs, lhs_ix, val, inner)))
+        stmts.append(nest(outer, _local_reduction(a, lhs, lhs_ix, val, inner)))
     else:
-        stmts.append(_nest(outer + inner, SetCell(lhs, lhs_ix,
+        stmts.append(nest(outer + inner, SetCell(lhs, lhs_ix,
                                                    Binary(a.accum, Get(lhs, lhs_ix), val))))
     return stmts[0] if len(stmts) == 1 else LSeq(tuple(stmts))
 
@@ -253,13 +254,7 @@ def _local_reduction(a: Accum, lhs: Buffer, index: tuple[IndexExpr, ...], val: E
     else:
         init = Get(lhs, index)
     step = SetLocal(acc, Binary(a.accum, GetLocal(acc), val))
-    return LSeq((DeclLocal(acc, init), _nest(inner, step), SetCell(lhs, index, GetLocal(acc))))
-
-
-def _nest(loops: list[tuple[Symbol, int]], body: Stmt) -> Stmt:
-    for sym, n in reversed(loops):
-        body = ForLoop(sym, n, body)
-    return body
+    return LSeq((DeclLocal(acc, init), nest(inner, step), SetCell(lhs, index, GetLocal(acc))))
 
 
 def _cell_loops(buf: Buffer, margins: tuple[tuple[int, int], ...] = ()
@@ -299,7 +294,7 @@ def _lower_fetch(buf: Buffer, op: FetchOp,
             return Fill(buf, v)
         case RangeOverOffsets():
             loops, index, offset = _cell_loops(buf, margins)
-            return _nest(loops, SetCell(buf, index, _offset_value(offset)))
+            return nest(loops, SetCell(buf, index, _offset_value(offset)))
         case ConstantValues(values=vs):
             return _unrolled_values(buf, vs, margins)
         case RandomUniform(key=key, low=lo, high=hi):
@@ -308,7 +303,7 @@ def _lower_fetch(buf: Buffer, op: FetchOp,
             val = u
             if (lo, hi) != (0.0, 1.0):
                 val = Binary(BinOp.ADD, Binary(BinOp.MUL, u, Const(hi - lo)), Const(lo))
-            return _nest(loops, SetCell(buf, index, val))
+            return nest(loops, SetCell(buf, index, val))
         case _:
             assert_never(op)
 
@@ -329,105 +324,24 @@ def _unrolled_values(buf: Buffer, values: tuple[float, ...],
     return stmts[0] if len(stmts) == 1 else LSeq(tuple(stmts))
 
 
-def free_symbols(s: Stmt) -> set[Symbol]:
-    """Symbols used but not bound by an enclosing loop: the routine's static arguments."""
-    out: set[Symbol] = set()
-    _free(s, frozenset(), out)
-    return out
-
-
-def _free_ix(ix: IndexExpr, bound: frozenset[Symbol], out: set[Symbol]) -> None:
-    out.update(s for _, s in ix.terms if s not in bound)
-
-
-def _free_expr(e: Expr, bound: frozenset[Symbol], out: set[Symbol]) -> None:
-    match e:
-        case Const() | GetLocal():
-            pass
-        case Get(index=index):
-            for ix in index:
-                _free_ix(ix, bound, out)
-        case SymbolValue(symbol=s):
-            if s not in bound:
-                out.add(s)
-        case Unary(arg=a):
-            _free_expr(a, bound, out)
-        case Binary(lhs=a, rhs=b):
-            _free_expr(a, bound, out)
-            _free_expr(b, bound, out)
-        case Ternary(a=a, b=b, c=c):
-            for x in (a, b, c):
-                _free_expr(x, bound, out)
-        case ThreefryUniform(counter=ix):
-            _free_ix(ix, bound, out)
-        case _:
-            assert_never(e)
-
-
-def _free(s: Stmt, bound: frozenset[Symbol], out: set[Symbol]) -> None:
-    match s:
-        case LNoop() | Fill():
-            pass
-        case LSeq(stmts=stmts):
-            for x in stmts:
-                _free(x, bound, out)
-        case ForLoop(symbol=sym, body=body):
-            _free(body, bound | {sym}, out)
-        case SetCell(index=index, value=v):
-            for ix in index:
-                _free_ix(ix, bound, out)
-            _free_expr(v, bound, out)
-        case DeclLocal(init=v) | SetLocal(value=v):
-            _free_expr(v, bound, out)
-        case CheckIndex(index=ix):
-            _free_ix(ix, bound, out)
-        case SetFromVec(vector=ix, value=v):
-            _free_ix(ix, bound, out)
-            _free_expr(v, bound, out)
-        case _:
-            # Comment nodes carry no symbols
-            pass
-
-
 def _number_locals(s: Stmt, ids: Iterator[int]) -> Stmt:
-    """Give each local reduction accumulator a distinct name, in program order."""
-    match s:
-        case LSeq(stmts=stmts) if stmts and isinstance(stmts[0], DeclLocal):
-            name = f"acc{next(ids)}"
-            return LSeq(tuple(_rename_local(x, stmts[0].name, name) for x in stmts))
-        case LSeq(stmts=stmts):
-            return LSeq(tuple(_number_locals(x, ids) for x in stmts))
-        case ForLoop(symbol=sym, extent=n, body=body):
-            return ForLoop(sym, n, _number_locals(body, ids))
-        case _:
-            return s
+    """Give each local reduction accumulator a distinct name, in program order (blocks
+    declaring a local do not nest)."""
+    def block(x: Stmt) -> Stmt | None:
+        if not (isinstance(x, LSeq) and x.stmts and isinstance(x.stmts[0], DeclLocal)):
+            return None
+        old, new = x.stmts[0].name, f"acc{next(ids)}"
 
+        def read(e: Expr) -> Expr | None:
+            return GetLocal(new) if e == GetLocal(old) else None
 
-def _rename_local(s: Stmt, old: str, new: str) -> Stmt:
-    match s:
-        case DeclLocal(name=n, init=e) if n == old:
-            return DeclLocal(new, e)
-        case SetLocal(name=n, value=e) if n == old:
-            return SetLocal(new, _rename_expr(e, old, new))
-        case SetCell(buffer=b, index=ix, value=e):
-            return SetCell(b, ix, _rename_expr(e, old, new))
-        case ForLoop(symbol=sym, extent=n, body=body):
-            return ForLoop(sym, n, _rename_local(body, old, new))
-        case LSeq(stmts=stmts):
-            return LSeq(tuple(_rename_local(x, old, new) for x in stmts))
-        case _:
-            return s
-
-
-def _rename_expr(e: Expr, old: str, new: str) -> Expr:
-    match e:
-        case GetLocal(name=n) if n == old:
-            return GetLocal(new)
-        case Unary(op=op, arg=a):
-            return Unary(op, _rename_expr(a, old, new))
-        case Binary(op=op, lhs=a, rhs=b):
-            return Binary(op, _rename_expr(a, old, new), _rename_expr(b, old, new))
-        case Ternary(op=op, a=a, b=b, c=c):
-            return Ternary(op, *(_rename_expr(x, old, new) for x in (a, b, c)))
-        case _:
-            return e
+        def write(y: Stmt) -> Stmt | None:
+            match y:
+                case DeclLocal(name=n, init=e) if n == old:
+                    return DeclLocal(new, e)
+                case SetLocal(name=n, value=e) if n == old:
+                    return SetLocal(new, e)
+                case _:
+                    return None
+        return map_stmt(x, expr=read, stmt=write)
+    return map_stmt(s, stmt=block)

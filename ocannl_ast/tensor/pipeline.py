@@ -1,7 +1,9 @@
 """The compile pipeline, read top to bottom: Code -> close shapes -> projections ->
-assignments IR -> simplify -> loop IR -> virtualize -> bind static arguments -> (verify) -> a backend
-renders or compiles it. Each pass is a function from one IR to the next; `STAGES` lists
-them in order; with OCANNL_AST_CHECK=1 each stage's output is verified before the next.
+assignments IR -> simplify -> loop IR -> fold constants -> inline -> fuse epilogues -> bind
+static arguments -> a backend renders or compiles it. Each pass is a function from one IR
+to the next (the loop-IR passes also return what they decided); `STAGES` lists them in
+order; with OCANNL_AST_CHECK=1 the assignments IR is verified after each stage that makes
+it, and the loop IR once, after the last loop-IR stage.
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ from ..infer.relations import logic_name
 from ..lowering import assignments as A
 from ..lowering.coupled import check_cover
 from ..lowering.loop_ir import CONTRACTION_MIN_WORK, IndexExpr, LoopProgram, Precision
-from ..lowering.lower import NEUTRAL, free_symbols, lower
+from ..lowering.lower import NEUTRAL, lower
 from ..lowering.simplify import fold_zero_fills
+from ..lowering.walk import free_symbols
 from .node import (
     AccumItem,
     CheckItem,
@@ -276,7 +279,16 @@ def lower_loops(asgn: A.Asgn, opts: Options) -> LoopProgram:
     return lower(asgn, opts.name, precision=opts.precision)
 
 
-# ---- pass 6: virtualize (LoopProgram -> LoopProgram) -------------------------------------
+# ---- passes 6-8: virtualize (LoopProgram -> LoopProgram, and what each decided) ------------
+
+@dataclass(frozen=True, slots=True)
+class Decided:
+    """A loop-IR pass's output program and the buffer ids it took out of the routine."""
+
+    prog: LoopProgram
+    virtual: frozenset[int] = frozenset()  #: computed inline where they are read
+    folded: frozenset[int] = frozenset()  #: constants read as numbers
+
 
 def virtualizing(opts: Options) -> bool:
     """Whether to virtualize: the option, else OCANNL_AST_VIRTUALIZE (on unless "0")."""
@@ -285,15 +297,36 @@ def virtualizing(opts: Options) -> bool:
     return os.environ.get("OCANNL_AST_VIRTUALIZE", "1") != "0"
 
 
-def virtualize_loops(prog: LoopProgram, opts: Options) -> LoopProgram:
-    """Inline single-use pointwise intermediates and fold scalar constants
-    (`lowering.virtualize`); the buffers in `opts.keep` stay materialized."""
+def fold_constant_loops(prog: LoopProgram, opts: Options) -> Decided:
+    """Read the scalar constants of `opts.constants` as numbers (`lowering.fold_constants`)."""
     if not virtualizing(opts):
-        return prog
-    from ..lowering.virtualize import virtualize  # imported when first compiling
+        return Decided(prog)
+    from ..lowering.fold_constants import fold_constants  # imported when first compiling
 
-    return virtualize(prog, opts.keep, dict(opts.constants),
-                      fusion_limit=opts.fusion_limit).prog
+    out = fold_constants(prog, dict(opts.constants))
+    return Decided(out.prog, folded=out.folded)
+
+
+def inline_loops(prog: LoopProgram, opts: Options) -> Decided:
+    """Inline single-use pointwise intermediates (`lowering.inline`); the buffers in
+    `opts.keep` stay materialized."""
+    if not virtualizing(opts):
+        return Decided(prog)
+    from ..lowering.inline import inline
+
+    out = inline(prog, opts.keep)
+    return Decided(out.prog, virtual=out.virtual)
+
+
+def fuse_epilogue_loops(prog: LoopProgram, opts: Options) -> Decided:
+    """Move a reduction's single pointwise reader into it (`lowering.fuse_epilogue`), below
+    the backend's `opts.fusion_limit`; the buffers in `opts.keep` stay materialized."""
+    if not virtualizing(opts):
+        return Decided(prog)
+    from ..lowering.fuse_epilogue import fuse_epilogue
+
+    out = fuse_epilogue(prog, opts.keep, opts.fusion_limit)
+    return Decided(out.prog, virtual=out.virtual)
 
 
 def with_escaping(code: Code, opts: Options) -> Options:
@@ -311,7 +344,7 @@ def with_escaping(code: Code, opts: Options) -> Options:
                                constants=tuple(sorted(constants.items())))
 
 
-# ---- pass 7: bind static arguments (LoopProgram -> LoopProgram) ---------------------------
+# ---- pass 9: bind static arguments (LoopProgram -> LoopProgram) ---------------------------
 
 def bind_statics(prog: LoopProgram, opts: Options) -> LoopProgram:
     """The symbols no loop binds are the routine's static arguments, in creation order."""
@@ -352,7 +385,9 @@ STAGES: tuple[Stage, ...] = (
     Stage("assignments", to_assignments, _verify_asgn),         # ProjectedCode -> Asgn
     Stage("simplify", simplify, _verify_asgn),                  # Asgn -> Asgn
     Stage("lower", lower_loops),                                # Asgn -> LoopProgram
-    Stage("virtualize", virtualize_loops),                      # LoopProgram -> LoopProgram
+    Stage("fold_constants", fold_constant_loops),               # LoopProgram -> Decided
+    Stage("inline", inline_loops),                              # LoopProgram -> Decided
+    Stage("fuse_epilogue", fuse_epilogue_loops),                # LoopProgram -> Decided
     Stage("bind_statics", bind_statics, _verify_loops),         # LoopProgram -> LoopProgram
 )
 
@@ -376,24 +411,23 @@ def checking() -> bool:
 
 
 def run(code: Code, opts: Options) -> Lowered:
-    """Run the stages in order on `code` (under the process-wide lowering lock)."""
+    """Run the stages in order on `code` (under the process-wide lowering lock); a stage
+    that returns a `Decided` passes its program on and its decisions to the `Lowered`."""
     trace: list[tuple[str, Any]] = []
     ir: Any = code
+    virtual: frozenset[int] = frozenset()
+    folded: frozenset[int] = frozenset()
     with lowering_lock:
         opts = with_escaping(code, opts)
         for stage in STAGES:
             ir = stage.run(ir, opts)
+            if isinstance(ir, Decided):
+                virtual, folded, ir = virtual | ir.virtual, folded | ir.folded, ir.prog
             if stage.verify is not None and checking():
                 stage.verify(ir)
             trace.append((stage.name, ir))
-    out = dict(trace)
-    lowered, final = out["lower"], out["bind_statics"]
-    gone = {b.id for b in lowered.buffers} - {b.id for b in final.buffers}
-    from ..lowering.virtualize import written_buffers
-
-    virtual = gone & written_buffers(lowered.body)
-    return Lowered(final, out["simplify"], held_out(code.tensors()), tuple(trace),
-                   frozenset(virtual), frozenset(gone - virtual))
+    return Lowered(ir, dict(trace)["simplify"], held_out(code.tensors()), tuple(trace),
+                   virtual, folded)
 
 
 def render(code: Code, backend: Any, opts: Options) -> str:

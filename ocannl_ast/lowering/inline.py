@@ -1,0 +1,196 @@
+"""Inlining (OCANNL's virtual memory mode): a buffer computed once, pointwise over all its
+cells, and read at most `max_visits` times per cell later in the same routine is computed
+as an expression inside its readers; its buffer leaves the routine.
+
+Stage: a loop-IR pass after `fold_constants`. Input: a `LoopProgram` and the buffer ids
+that escape (must stay materialized: params, their grads, optimizer state, anything the
+caller may read). Output: the program over fewer buffers, a note per inlined buffer.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .loop_ir import (
+    Buffer,
+    Const,
+    Expr,
+    Get,
+    GetLocal,
+    LoopProgram,
+    SetCell,
+    SetFromVec,
+    Stmt,
+    Symbol,
+    SymbolValue,
+)
+from .nests import body_units, cellwise, noted
+from .walk import (
+    Accesses,
+    expr_nodes,
+    gets,
+    map_stmt,
+    own_exprs,
+    stmt_gets,
+    stmt_nodes,
+    subst_expr,
+    visits,
+)
+
+#: reads per cell up to which a pointwise node is recomputed at each reader (OCANNL's
+#: `max_visits`); 1: never recompute, only move the computation into its single reader
+MAX_VISITS = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Inlined:
+    """The program after inlining, and what was decided."""
+
+    prog: LoopProgram
+    virtual: frozenset[int]  #: ids of the buffers inlined into their readers
+
+
+@dataclass(frozen=True, slots=True)
+class _Producer:
+    """`for loops: buf[loop symbols] = expr`, writing every cell of `buf` exactly once."""
+
+    buf: Buffer
+    axes: tuple[Symbol | None, ...]  #: the loop symbol indexing each axis (None: size 1)
+    expr: Expr
+
+
+def inline(prog: LoopProgram, escaping: frozenset[int], max_visits: int = MAX_VISITS
+           ) -> Inlined:
+    """Inline every eligible producer into its readers, in program order.
+
+    Example: ``inline(prog, frozenset({w.id})).virtual``.
+    """
+    notes, rest = body_units(prog)
+    slots: list[Stmt | None] = list(rest)
+    ix = _Index(slots, Accesses())
+    virtual: set[int] = set()
+    more: list[str] = []
+    for pos, unit in enumerate(slots):
+        prod = _producer(unit) if unit is not None else None
+        if (unit is None or prod is None or prod.buf.id in escaping
+                or not _eligible(slots, ix, pos, prod, max_visits)):
+            continue
+        readers = sorted(ix.readers[prod.buf.id])
+        n = sum(_count_gets(_some(slots[k]), prod.buf) for k in readers)
+        for k in readers:
+            ix.replace(slots, k, _inline(_some(slots[k]), prod))
+        ix.replace(slots, pos, None)
+        virtual.add(prod.buf.id)
+        more.append(f"virtual: {prod.buf.name} (inlined into {n} read{'s' if n != 1 else ''})")
+    kept = [u for u in slots if u is not None]
+    return Inlined(noted(prog, notes, more, kept, frozenset(virtual)), frozenset(virtual))
+
+
+class _Index:
+    """Which unit positions read and write each buffer; kept current while inlining
+    replaces readers (positions stay: a removed unit leaves a hole), so each candidate is
+    judged in time proportional to its own readers, not to the program."""
+
+    def __init__(self, slots: list[Stmt | None], acc: Accesses) -> None:
+        self.acc = acc
+        self.readers: dict[int, set[int]] = {}
+        self.writers: dict[int, set[int]] = {}
+        for k, u in enumerate(slots):
+            if u is not None:
+                self._add(k, u)
+
+    def _add(self, k: int, u: Stmt) -> None:
+        for b in self.acc.read_ids(u):
+            self.readers.setdefault(b, set()).add(k)
+        for b in self.acc.write_ids(u):
+            self.writers.setdefault(b, set()).add(k)
+
+    def replace(self, slots: list[Stmt | None], k: int, new: Stmt | None) -> None:
+        """Put `new` (None: a hole) at position `k`."""
+        old = slots[k]
+        if old is not None:
+            for b in self.acc.read_ids(old):
+                self.readers[b].discard(k)
+            for b in self.acc.write_ids(old):
+                self.writers[b].discard(k)
+        if new is not None:
+            self._add(k, new)
+        slots[k] = new
+
+
+def _some(u: Stmt | None) -> Stmt:
+    assert u is not None
+    return u
+
+
+def _producer(u: Stmt) -> _Producer | None:
+    """The unit as a pointwise producer over every cell of its buffer, or None."""
+    cw = cellwise(u)
+    if cw is None:
+        return None
+    cell, axes = cw
+    if not _pure(cell.value, {s for s in axes if s is not None}):
+        return None
+    return _Producer(cell.buffer, axes, cell.value)
+
+
+def _pure(e: Expr, bound: set[Symbol]) -> bool:
+    """No locals, no loop symbol read as a number: the expression moves to any reader."""
+    return not any(isinstance(x, GetLocal) or (isinstance(x, SymbolValue) and x.symbol in bound)
+                   for x in expr_nodes(e))
+
+
+def _eligible(slots: list[Stmt | None], ix: _Index, pos: int, prod: _Producer,
+              max_visits: int) -> bool:
+    """Written only here, read only later, read at least once and at most `max_visits`
+    times per cell, and nothing the expression reads is written before the last reader."""
+    bid = prod.buf.id
+    if ix.writers.get(bid, set()) != {pos}:
+        return False
+    readers = sorted(ix.readers.get(bid, ()))
+    if not readers or readers[0] <= pos:
+        return False  # a result nothing here reads (the caller's), or read before/by itself
+    units = [_some(slots[k]) for k in readers]
+    if any(_word_read(u, bid) for u in units):
+        return False  # read as uint4x32 words
+    n = sum(visits(u, bid) for u in units)
+    copy = isinstance(prod.expr, Get | Const)  # a plain read costs nothing to repeat
+    if not copy and n > max_visits * max(1, math.prod(prod.buf.dims)):
+        return False
+    inputs = {g.buffer.id for g in gets(prod.expr)}
+    if any(pos < w < readers[-1] for i in inputs for w in ix.writers.get(i, ())):
+        return False
+    last = units[-1]
+    return inputs.isdisjoint(ix.acc.write_ids(last)) or _in_place(_inline(last, prod))
+
+
+def _in_place(u: Stmt) -> bool:
+    """A cellwise unit whose reads of the buffer it writes are all at the written cell: each
+    iteration reads its own cell before writing it, so no read sees another's write."""
+    cw = cellwise(u)
+    if cw is None:
+        return False
+    cell, _ = cw
+    return all(g.index == cell.index for g in gets(cell.value) if g.buffer.id == cell.buffer.id)
+
+
+def _word_read(u: Stmt, bid: int) -> bool:
+    """Whether the unit reads buffer `bid` where a uint4x32 word is expected."""
+    return any(g.buffer.id == bid for x in stmt_nodes(u)
+               if isinstance(x, SetFromVec) or (isinstance(x, SetCell) and x.buffer.uint4x32)
+               for e in own_exprs(x) for g in gets(e))
+
+
+def _count_gets(s: Stmt, buf: Buffer) -> int:
+    return sum(1 for g in stmt_gets(s) if g.buffer.id == buf.id)
+
+
+def _inline(u: Stmt, prod: _Producer) -> Stmt:
+    """Every read of the producer's buffer in `u` replaced by its expression at that cell."""
+    def at(e: Expr) -> Expr | None:
+        if not isinstance(e, Get) or e.buffer.id != prod.buf.id:
+            return None
+        sub = {s: ix for s, ix in zip(prod.axes, e.index, strict=True) if s is not None}
+        return subst_expr(prod.expr, sub)
+    return map_stmt(u, expr=at)
