@@ -15,13 +15,25 @@ from typing import Any, assert_never
 import numpy as np
 
 from ..errors import ArgumentError, BackendError, RuntimeDataError, user_span
+from ..infer.padding import Margins
 from ..lowering import assignments as A
 from ..lowering.loop_ir import BinOp, Buffer, LoopProgram, Precision, cell_elems
 from ..lowering.threefry import threefry4x32
 from . import checkpoint, pipeline, validate
 from .escape import user_held
 from .fastcall import FastCall, fast_caller
-from .node import BUFFER_MARGINS, Code, FetchItem, Init, NodeRef, Tensor, concat
+from .node import (
+    Code,
+    FetchItem,
+    Init,
+    NodeKind,
+    NodeRef,
+    OpRecord,
+    Tensor,
+    buffer_id,
+    concat,
+    node_owner,
+)
 from .pipeline import held_out, init_deps
 from .random_init import random_init
 
@@ -57,7 +69,7 @@ def as_code(code: Any) -> Code:
 
 
 def _ref_of(x: Tensor | NodeRef) -> NodeRef:
-    return x if isinstance(x, NodeRef) else NodeRef(x, "value")
+    return x if isinstance(x, NodeRef) else NodeRef(x, NodeKind.VALUE)
 
 
 class Context:
@@ -88,6 +100,11 @@ class Context:
         self.folded: dict[int, str] = {}  #: constant buffer id -> a routine that folded it
         self.user_set: set[int] = set()  #: buffer ids set by ctx.set (never folded)
         self.routines: list[Routine] = []  #: the routines compiled here (for recompiling)
+        #: buffer id -> padding margins of every buffer laid out here (() unpadded): the
+        #: pipeline decides them at a buffer's first compilation, they stay fixed after
+        self.layout: dict[int, Margins] = {}
+        #: the projections the pipeline derived for routines compiled here (reused)
+        self.projections: dict[OpRecord, A.Projections] = {}
         #: the routine that may run again without checks: it ran last, through its checked
         #: path, and since then no array was replaced and it did not go stale
         self.fast: Routine | None = None
@@ -111,7 +128,7 @@ class Context:
             arr = self.arrays.get(buf.id)
             if arr is not None and arr.shape != buf.dims and not buf.uint4x32:
                 new = np.zeros(buf.dims, dtype=self.dtype)
-                new[_interior(buf.id, buf.dims)] = arr
+                new[self._interior(buf.id, buf.dims)] = arr
                 arr = self.arrays[buf.id] = new
                 self.arrays_epoch += 1
             if arr is None:
@@ -127,7 +144,7 @@ class Context:
         ref = _ref_of(x)
         with self.lock:
             pipeline.close_tensors([ref.tensor])
-            buf = ref.buffer()
+            buf = ref.buffer(self.layout)
             if buf.id not in self.available and buf.id in self.virtual:
                 self.materialize(buf.id)
                 raise RuntimeDataError(
@@ -140,7 +157,7 @@ class Context:
                                        "this context: nothing set or computed it yet", user_span())
             arr = self.array(buf)
             self.backend.to_host(arr)  # the device's copy, where routines wrote one
-            return arr[_interior(buf.id, buf.dims)].copy()
+            return arr[self._interior(buf.id, buf.dims)].copy()
 
     def set(self, x: Tensor | NodeRef, values: Any) -> None:
         """Set a tensor's value from host data of its exact dims."""
@@ -148,7 +165,7 @@ class Context:
         ref = _ref_of(x)
         with self.lock:
             pipeline.close_tensors([ref.tensor])
-            buf = ref.buffer()
+            buf = ref.buffer(self.layout)
             dims = ref.tensor.dims()
             arr = np.asarray(values, dtype=self.dtype)
             if arr.shape != dims and arr.size == int(np.prod(dims)) and arr.ndim <= 1:
@@ -161,10 +178,10 @@ class Context:
                                        f"routine '{self.folded[buf.id]}': make it a param or "
                                        "oc.term to set it", user_span())
             self.user_set.add(buf.id)
-            self.array(buf)[_interior(buf.id, buf.dims)] = arr
+            self.array(buf)[self._interior(buf.id, buf.dims)] = arr
             self.backend.host_written(self.array(buf))
             self.available.add(buf.id)
-            if ref.kind == "value":
+            if ref.kind is NodeKind.VALUE:
                 self.initialized.add(ref.tensor.id)
 
     def eval(self, tensor: Tensor) -> np.ndarray:
@@ -198,7 +215,7 @@ class Context:
         with self.lock:
             code = as_code(code)
             self.escaping.update(_buffer_id(_ref_of(k)) for k in keep)
-            held = frozenset(b for t in user_held() for b in (2 * t, 2 * t + 1))
+            held = frozenset(user_held())
             routine = Routine(self, code, name or f"routine_{next(_routine_ids)}", held)
             self.escaping.update(routine.needs)
             for r in self.routines:
@@ -235,7 +252,8 @@ class Context:
         buffers in `keep`."""
         opts = pipeline.Options(name, self.precision, keep=frozenset(self.escaping) | keep,
                                 no_fold=frozenset(self.user_set),
-                                fusion_limit=self.backend.fusion_limit)
+                                fusion_limit=self.backend.fusion_limit,
+                                layout=self.layout, projections=self.projections)
         return pipeline.run(code, opts)
 
     def materialize(self, buf_id: int) -> None:
@@ -244,6 +262,13 @@ class Context:
         for r in self.routines:
             if buf_id in r.virtual:
                 r.stale = True
+
+    def _interior(self, buf_id: int, dims: tuple[int, ...]) -> tuple[slice, ...]:
+        """The logical (unpadded) part of a buffer of these dims: users see unpadded values."""
+        m = self.layout.get(buf_id)
+        if not m or len(m) != len(dims):
+            return tuple(slice(None) for _ in dims)
+        return tuple(slice(lo, d - hi) for d, (lo, hi) in zip(dims, m, strict=True))
 
     def ensure_initialized(self, tensors: Sequence[Tensor]) -> None:
         """Initialize the held-out tensors not yet initialized in this context, after
@@ -256,13 +281,13 @@ class Context:
             words: list[tuple[Tensor, tuple[int, int, int, int]]] = []
             code = concat(self._init_one(t, words) for t in todo)
             for w, value in words:  # word constants, embedded exactly (seed 001)
-                self.array(w.buffer()).view(np.uint32)[:4] = value
-                self.backend.host_written(self.array(w.buffer()))
+                self.array(w.buffer(layout=self.layout)).view(np.uint32)[:4] = value
+                self.backend.host_written(self.array(w.buffer(layout=self.layout)))
             if code.items:
                 self.compile(code, name=f"init_{next(_routine_ids)}").run_unchecked()
             for t in todo:
                 self.initialized.add(t.id)
-                self.available.add(t.buffer("value").id)
+                self.available.add(buffer_id(t))
 
     def _init_order(self, tensors: Sequence[Tensor]) -> list[Tensor]:
         """The tensors to initialize, each after the held-out tensors its init reads."""
@@ -288,7 +313,7 @@ class Context:
     def _init_one(self, t: Tensor,
                   words: list[tuple[Tensor, tuple[int, int, int, int]]] | None = None) -> Code:
         """The init code of one tensor; word constants it needs set are added to `words`."""
-        buf = NodeRef(t, "value")
+        buf = NodeRef(t, NodeKind.VALUE)
         v = t.init_value
         if t.init is Init.NODE:
             return Code((FetchItem(buf, A.ConstantFill(0.0)),))
@@ -312,21 +337,11 @@ class Context:
 
 def _buffer_id(ref: NodeRef) -> int:
     """The id of a reference's buffer, without closing its shape (as `Tensor.buffer`)."""
-    t, kind = ref.tensor, ref.kind
-    while (alias := t.alias_of) is not None:
-        t, kind = alias.tensor, (alias.kind if kind == "value" else kind)
-    if kind == "grad" and not t.diff:
+    t, kind = node_owner(ref.tensor, ref.kind)
+    if kind is NodeKind.GRAD and not t.diff:
         validate.fail(ArgumentError, f"tensor '{t.label}' is not differentiable: it has no "
                                      "grad to keep")
-    return 2 * t.id + (kind == "grad")
-
-
-def _interior(buf_id: int, dims: tuple[int, ...]) -> tuple[slice, ...]:
-    """The logical (unpadded) part of a buffer of these dims: users see unpadded values."""
-    m = BUFFER_MARGINS.get(buf_id)
-    if m is None or len(m) != len(dims):
-        return tuple(slice(None) for _ in dims)
-    return tuple(slice(lo, d - hi) for d, (lo, hi) in zip(dims, m, strict=True))
+    return buffer_id(t, kind)
 
 
 def default_context(backend: str = "c", *, precision: str = "float32") -> Context:
@@ -372,6 +387,8 @@ class Routine:
         self.prog = out.prog
         self.compiled = compiled = self.ctx.backend.compile(out.prog)
         self.held_out = out.held_out
+        self.ctx.layout.update(out.layout)  # the buffers are allocated: their layout is fixed
+        self.ctx.projections.update(out.projections)
         reads, writes = read_write_sets(out.asgn)
         self.needs = frozenset(reads)
         self.virtual = frozenset(out.virtual)  #: buffers computed inline: no value after
