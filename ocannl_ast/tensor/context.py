@@ -10,14 +10,15 @@ import operator
 import os
 import threading
 from collections.abc import Sequence
-from typing import Any, assert_never
+from typing import Any
 
 import numpy as np
 
 from ..errors import ArgumentError, BackendError, RuntimeDataError, user_span
 from ..infer.padding import Margins
 from ..lowering import assignments as A
-from ..lowering.loop_ir import BinOp, Buffer, LoopProgram, Precision, cell_elems
+from ..lowering.asgn_analysis import read_write_sets
+from ..lowering.loop_ir import Buffer, LoopProgram, Precision, cell_elems
 from ..lowering.threefry import threefry4x32
 from . import checkpoint, pipeline, validate
 from .escape import user_held
@@ -510,46 +511,3 @@ class Routine:
         self.ctx.available |= self.writes
         self.ctx.available -= self.virtual
         self.ctx.fast = None
-
-
-def read_write_sets(asgn: A.Asgn) -> tuple[set[int], set[int]]:
-    """Buffers read before any write in the routine, and buffers written."""
-    reads: set[int] = set()
-    writes: set[int] = set()
-
-    def walk(a: A.Asgn) -> None:
-        match a:
-            case A.Accum(lhs=lhs, rhs=rhs, accum=acc, initialize_neutral=init):
-                for b in rhs:
-                    if b.id not in writes:
-                        reads.add(b.id)
-                if not init and acc != BinOp.ARG2 and lhs.id not in writes:
-                    reads.add(lhs.id)
-                writes.add(lhs.id)
-            case A.Block(lhs=lhs, rhs=rhs, accum=acc, initialize_neutral=init):
-                reads.update(b.id for b in rhs if b.id not in writes)
-                if (not init or acc != BinOp.ADD) and lhs.id not in writes:
-                    reads.add(lhs.id)  # a gap keeps the target's cells
-                writes.add(lhs.id)
-            case A.RevSides(src=src, targets=targets):
-                if src.id not in writes:
-                    reads.add(src.id)
-                reads.update(b.id for b in targets if b.id not in writes)
-                writes.update(b.id for b in targets)
-            case A.Fetch(buffer=b):
-                writes.add(b.id)
-            case A.VecSet(lhs=lhs, rhs=rhs):
-                if rhs.id not in writes:
-                    reads.add(rhs.id)
-                writes.add(lhs.id)
-            case A.CheckStatic() | A.Noop():
-                pass
-            case A.Seq(items=items):
-                for x in items:
-                    walk(x)
-            case _:
-                assert_never(a)
-
-    walk(asgn)
-    return reads, writes
-
