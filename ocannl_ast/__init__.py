@@ -23,7 +23,7 @@ from .rewrite import make_decorator as _make_decorator
 from .tensor import operators as _operators  # noqa: F401  (installs Python operators)
 from .tensor import validate as _validate
 from .tensor.adam import adam_update
-from .tensor.context import Context, Routine, default_context, set_seed
+from .tensor.context import Context, default_context
 from .tensor.context import as_code as _as_code
 from .tensor.escape import user_held as _user_held
 from .tensor.leaves import batch, ndarray, node, number, param, term
@@ -67,7 +67,9 @@ from .tensor.pipeline import Options as _Options
 from .tensor.pipeline import close_tensors as _close_tensors
 from .tensor.pipeline import render as _render
 from .tensor.report import summary
+from .tensor.routine import Routine
 from .tensor.schedules import lr_constant, lr_cosine, lr_warmup, step_counter
+from .tensor.seed import set_seed
 from .tensor.train import grad_update, sgd_update
 
 if TYPE_CHECKING:
