@@ -23,7 +23,7 @@ from .rewrite import make_decorator as _make_decorator
 from .tensor import operators as _operators  # noqa: F401  (installs Python operators)
 from .tensor import validate as _validate
 from .tensor.adam import adam_update
-from .tensor.context import Context, Routine, default_context, set_seed
+from .tensor.context import Context, default_context
 from .tensor.context import as_code as _as_code
 from .tensor.escape import user_held as _user_held
 from .tensor.leaves import batch, ndarray, node, number, param, term
@@ -64,10 +64,12 @@ from .tensor.ops.fetch import (
 )
 from .tensor.ops.movement import range_
 from .tensor.pipeline import Options as _Options
-from .tensor.pipeline import init_deps as _init_deps
+from .tensor.pipeline import close_tensors as _close_tensors
 from .tensor.pipeline import render as _render
 from .tensor.report import summary
+from .tensor.routine import Routine
 from .tensor.schedules import lr_constant, lr_cosine, lr_warmup, step_counter
+from .tensor.seed import set_seed
 from .tensor.train import grad_update, sgd_update
 
 if TYPE_CHECKING:
@@ -83,10 +85,7 @@ def infer_shapes(*tensors: Tensor) -> None:
     """Close the shapes of these tensors (and everything they depend on) now."""
     _validate.check_tensors("infer_shapes", "tensors", tensors)
 
-    shapes = {id(s.shape): s.shape for t in tensors for u in t.subgraph()
-              for s in (u, *_init_deps(u))}
-    if shapes:
-        next(iter(shapes.values())).solver.close(list(shapes.values()))
+    _close_tensors(tensors, dependencies=True)
 
 
 def eval(tensor: Tensor, *, ctx: Context | None = None, backend: str = "c",
@@ -128,7 +127,7 @@ def _context(ctx: Context | None, backend: str, precision: str | None) -> Contex
 def render(code: Any, *, backend: str = "c", precision: str = "float32") -> str:
     """The C (or CUDA) source that compiling `code` would build; needs no GPU."""
     render_backend = _validate.backend(backend, precision)
-    held = frozenset(b for t in _user_held() for b in (2 * t, 2 * t + 1))
+    held = frozenset(_user_held())
     return _render(_as_code(code), render_backend,
                    _Options("routine", _Precision(precision), keep=held,
                             fusion_limit=render_backend.fusion_limit))

@@ -18,7 +18,7 @@ from .tensor import validate
 from .tensor.context import Context
 from .tensor.leaves import param
 from .tensor.node import Tensor
-from .tensor.pipeline import close_tensors, init_deps
+from .tensor.pipeline import close_tensors
 
 
 def check_grads(fn: Callable[..., Tensor], inputs: Sequence[Any], *, eps: float = 1e-6,
@@ -36,7 +36,7 @@ def check_grads(fn: Callable[..., Tensor], inputs: Sequence[Any], *, eps: float 
     params = [param(f"check_grads_input{i}", init=a) for i, a in enumerate(arrays)]
     loss = fn(*params)
     validate.check_tensor("check_grads", "fn(*inputs)", loss)
-    _infer_shapes(loss, *params)
+    close_tensors([loss, *params], dependencies=True)  # as oc.infer_shapes
     if int(np.prod(loss.dims())) != 1:
         raise ArgumentError(f"check_grads: fn must return a scalar tensor, got one of dims "
                             f"{loss.dims()}")
@@ -126,13 +126,6 @@ def _compare(i: int, shape: tuple[int, ...], analytic: np.ndarray, numeric: np.n
         f"(rtol={rtol}, atol={atol})")
 
 
-def _infer_shapes(*tensors: Tensor) -> None:
-    """Close the shapes of these tensors and everything they depend on (`oc.infer_shapes`;
-    the package imports this module, so it is not imported back)."""
-    deps = {s.id: s for t in tensors for u in t.subgraph() for s in (u, *init_deps(u))}
-    close_tensors(list(deps.values()))
-
-
 def _norm(spec: str) -> str:
     return "".join(spec.split())
 
@@ -145,7 +138,7 @@ def assert_shape(tensor: Tensor, expected: str) -> None:
     """
     validate.check_tensor("assert_shape", "tensor", tensor)
     validate.check_str("assert_shape", "expected", expected)
-    _infer_shapes(tensor)
+    close_tensors([tensor], dependencies=True)
     got = tensor.shape.describe()
     if _norm(got) != _norm(expected):
         raise AssertionError(f"assert_shape: tensor '{tensor.label}' has shape {got!r}, "

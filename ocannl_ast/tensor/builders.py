@@ -16,8 +16,10 @@ from ..infer.logic import Logic, Pointwise, logic_name, logic_of_string, shape_c
 from ..lowering import assignments as A
 from ..vocabulary import BinOp, TernOp, UnOp
 from .node import (
+    AccumForm,
     AccumItem,
     Code,
+    NodeKind,
     NodeRef,
     OpRecord,
     StaticIndex,
@@ -57,7 +59,7 @@ def _leaf_ref(x: Any) -> NodeRef:
     if isinstance(x, NodeRef):
         return x
     if isinstance(x, Tensor):
-        return NodeRef(x, "value", x.slot)
+        return NodeRef(x, NodeKind.VALUE, x.slot)
     raise ArgumentError(f"cannot use {type(x).__name__} {x!r} in an assignment", user_span())
 
 
@@ -96,7 +98,7 @@ def accum(lhs: Any, op: str, rhs: Any, *, logic: str | None = None,
     if lhs is None:
         return Code()  # a slot's grad that does not exist (operand is not differentiable)
     target = _leaf_ref(lhs)
-    if target.kind == "grad" and not target.tensor.diff:
+    if target.kind is NodeKind.GRAD and not target.tensor.diff:
         return Code()  # a gradient nobody needs (operand is not differentiable)
     if not isinstance(rhs, PrimCall):
         rhs = PrimCall(UnOp.IDENTITY, (rhs,))
@@ -106,7 +108,7 @@ def accum(lhs: Any, op: str, rhs: Any, *, logic: str | None = None,
     owned = {id(t) for t in ([ctx.result, *ctx.operands] if ctx else [])}
     embedded: dict[int, Tensor] = {}
     for r in leaves.refs:
-        if r.kind == "value" and id(r.tensor) not in owned:
+        if r.kind is NodeKind.VALUE and id(r.tensor) not in owned:
             embedded.update(r.tensor.embed())
     pre = forward_code(embedded)
     if projections is not None and logic is None:
@@ -159,12 +161,12 @@ def code_collector() -> CodeCollector:
 def grad_of(x: Any) -> NodeRef:
     """The grad node of a tensor or node reference (`p.grad` in @cd code)."""
     ref = _leaf_ref(x)
-    return NodeRef(ref.tensor, "grad", ref.slot)
+    return NodeRef(ref.tensor, NodeKind.GRAD, ref.slot)
 
 
 def value_of(x: Any) -> NodeRef:
     ref = _leaf_ref(x)
-    return NodeRef(ref.tensor, "value", ref.slot)
+    return NodeRef(ref.tensor, NodeKind.VALUE, ref.slot)
 
 
 def block(lhs: NodeRef, op: str, sources: list[NodeRef], projections: OpRecord,
@@ -174,7 +176,7 @@ def block(lhs: NodeRef, op: str, sources: list[NodeRef], projections: OpRecord,
     acc, init = ACCUM_OPS[op]
     slots = tuple(-1 if r.slot is None else r.slot for r in (lhs, *sources))
     return Code((AccumItem(lhs, acc, init, A.Arg(0), tuple(sources), projections, slots,
-                           label, "block"),))
+                           label, AccumForm.BLOCK),))
 
 
 def rev_sides(src: NodeRef, op: str, targets: list[NodeRef | None], projections: OpRecord,
@@ -186,9 +188,9 @@ def rev_sides(src: NodeRef, op: str, targets: list[NodeRef | None], projections:
     acc, init = ACCUM_OPS[op]
     if init:
         raise DslSyntaxError("rev_sides accumulates into its targets: use '=+'", user_span())
-    live = [t for t in targets if t is not None and (t.kind != "grad" or t.tensor.diff)]
+    live = [t for t in targets if t is not None and (t.kind is not NodeKind.GRAD or t.tensor.diff)]
     if not live:
         return Code()
     slots = tuple(-1 if r.slot is None else r.slot for r in (src, *live))
     return Code((AccumItem(src, acc, False, A.Arg(0), tuple(live), projections, slots, label,
-                           "rev_sides"),))
+                           AccumForm.REV_SIDES),))

@@ -14,7 +14,8 @@ strict: the file must have exactly the held names, each of the tensor's dims and
 context's dtype, or a `CheckpointError` names the offending entry and nothing is changed;
 loaded tensors count as initialized, so loading before the first run is how a run resumes.
 
-Input: a Context and a path. Output: the file, or the context's arrays set from it.
+Input: a path and named arrays (`Context.save`) or the names and dims a context expects
+(`Context.load`). Output: the file, or its checked arrays. This module knows no Context.
 """
 
 from __future__ import annotations
@@ -25,16 +26,13 @@ import os
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from ..errors import ArgumentError, CheckpointError, user_span
 from . import validate
 from .node import Init, Tensor
-
-if TYPE_CHECKING:
-    from .context import Context
 
 FORMAT = "ocannl_ast"
 VERSION = "1"
@@ -47,35 +45,28 @@ def held(tensors: Iterable[Tensor]) -> list[Tensor]:
     return [t for t in tensors if t.init in (Init.PARAM, Init.NODE) and not t.uint4x32]
 
 
-def save(ctx: Context, path: Any) -> None:
-    """Write every tensor the context holds to `path` (atomically)."""
-    target = _path("save", path)
+def write(target: Path, arrays: dict[str, np.ndarray], precision: str) -> None:
+    """Write named arrays (logical values, in the context's `precision`) to `target`,
+    atomically."""
     from safetensors.numpy import save as to_bytes
 
-    with ctx.lock:
-        tensors = sorted(ctx.holdings.values(), key=lambda t: t.name)
-        ctx.ensure_initialized(tensors)
-        arrays = {t.name: np.ascontiguousarray(ctx.get(t)) for t in tensors}
     # one metadata key: safetensors writes several in hash order, this keeps files of
     # equal state byte-identical
-    info = json.dumps({"version": VERSION, "precision": ctx.precision.value}, sort_keys=True)
+    info = json.dumps({"version": VERSION, "precision": precision}, sort_keys=True)
     _atomic_write(target, to_bytes(arrays, metadata={FORMAT: info}))
 
 
-def load(ctx: Context, path: Any) -> None:
-    """Set every tensor the context holds from `path`; strict (see the module doc)."""
-    source = _path("load", path)
-    arrays = _read(source)
-    with ctx.lock:
-        tensors = {t.name: t for t in ctx.holdings.values()}
-        _check_names(source, tensors.keys(), arrays.keys())
-        for name, t in sorted(tensors.items()):
-            _check_entry(source, name, arrays[name], t.dims(), np.dtype(ctx.dtype))
-        for name, t in tensors.items():
-            ctx.set(t, arrays[name])
+def check(source: Path, arrays: dict[str, np.ndarray], dims: dict[str, tuple[int, ...]],
+          dtype: np.dtype[Any]) -> None:
+    """The file's entries must be exactly the held names (`dims`' keys), each of its
+    tensor's dims and the context's dtype (strict: see the module doc)."""
+    _check_names(source, dims.keys(), arrays.keys())
+    for name, d in sorted(dims.items()):
+        _check_entry(source, name, arrays[name], d, dtype)
 
 
-def _path(fn: str, path: Any) -> Path:
+def path_arg(fn: str, path: Any) -> Path:
+    """The `path` argument of `Context.save` / `Context.load` (`fn`), validated."""
     if not isinstance(path, str | os.PathLike) or not os.fspath(path):
         validate.fail(ArgumentError, f"Context.{fn}: path must be a non-empty str or "
                                       f"os.PathLike, got {validate.describe(path)}")
@@ -109,7 +100,7 @@ def _check_entry(source: Path, name: str, arr: np.ndarray, dims: tuple[int, ...]
                               f"the context's precision is {dtype}", user_span())
 
 
-def _read(source: Path) -> dict[str, np.ndarray]:
+def read(source: Path) -> dict[str, np.ndarray]:
     """The entries of a safetensors file written by `save` (or any with matching names)."""
     from safetensors import SafetensorError
     from safetensors.numpy import load as from_bytes

@@ -1,47 +1,32 @@
-"""Contexts and routines: compile Code (through `tensor.pipeline`) into one backend routine,
-hold the arrays, initialize params once per context, refuse reads of unset tensors; a
-re-entrant lock per context, the pipeline's lock for shape closing. Input: Code (forward,
-backprop, updates, @cd results). Output: callable Routines; host data as NumPy arrays."""
+"""Contexts: the arrays of one backend (padded buffers seen unpadded through get/set), the
+bookkeeping of the routines compiled here (what to keep materialized, what is virtualized
+or folded, the buffers' layout), params initialized once each, checkpoints. A re-entrant
+lock per context; the pipeline's lock for shape closing. Input: Code (forward, backprop,
+updates, @cd results) and host data. Output: Routines (`routine`); NumPy arrays."""
 
 from __future__ import annotations
 
 import itertools
-import operator
 import os
 import threading
 from collections.abc import Sequence
-from typing import Any, assert_never
+from typing import Any
 
 import numpy as np
 
 from ..errors import ArgumentError, BackendError, RuntimeDataError, user_span
+from ..infer.padding import Margins
 from ..lowering import assignments as A
-from ..lowering.loop_ir import BinOp, Buffer, LoopProgram, Precision, cell_elems
-from ..lowering.threefry import threefry4x32
+from ..lowering.loop_ir import Buffer, LoopProgram, Precision, cell_elems
 from . import checkpoint, pipeline, validate
 from .escape import user_held
-from .fastcall import FastCall, fast_caller
-from .node import BUFFER_MARGINS, Code, FetchItem, Init, NodeRef, Tensor, concat
-from .pipeline import held_out, init_deps
-from .random_init import random_init
+from .initialization import init_order, init_plan
+from .node import Code, NodeKind, NodeRef, OpRecord, Tensor, buffer_id, concat, node_owner
+from .routine import Routine
 
 _routine_ids = itertools.count(1)
-_seed = [0]
 _defaults_lock = threading.Lock()
 _defaults: dict[tuple[str, str], Context] = {}
-
-
-def set_seed(seed: int) -> None:
-    """The global seed keying every parameter's random initialization."""
-    validate.check_seed(seed)
-    _seed[0] = int(seed) & 0xFFFFFFFF
-
-
-def param_key(tensor_id: int, seed: int | None = None) -> tuple[int, int, int, int]:
-    """threefry4x32 of the tensor's identity under the global seed (seed 001)."""
-    s = _seed[0] if seed is None else seed
-    w = threefry4x32((s, 0x0CA11, 0, 0), np.array([[tensor_id, 0, 0, 0]], dtype=np.uint32))
-    return tuple(int(x) for x in w[0])  # type: ignore[return-value]
 
 
 def as_code(code: Any) -> Code:
@@ -57,7 +42,7 @@ def as_code(code: Any) -> Code:
 
 
 def _ref_of(x: Tensor | NodeRef) -> NodeRef:
-    return x if isinstance(x, NodeRef) else NodeRef(x, "value")
+    return x if isinstance(x, NodeRef) else NodeRef(x, NodeKind.VALUE)
 
 
 class Context:
@@ -88,6 +73,11 @@ class Context:
         self.folded: dict[int, str] = {}  #: constant buffer id -> a routine that folded it
         self.user_set: set[int] = set()  #: buffer ids set by ctx.set (never folded)
         self.routines: list[Routine] = []  #: the routines compiled here (for recompiling)
+        #: buffer id -> padding margins of every buffer laid out here (() unpadded): the
+        #: pipeline decides them at a buffer's first compilation, they stay fixed after
+        self.layout: dict[int, Margins] = {}
+        #: the projections the pipeline derived for routines compiled here (reused)
+        self.projections: dict[OpRecord, A.Projections] = {}
         #: the routine that may run again without checks: it ran last, through its checked
         #: path, and since then no array was replaced and it did not go stale
         self.fast: Routine | None = None
@@ -111,7 +101,7 @@ class Context:
             arr = self.arrays.get(buf.id)
             if arr is not None and arr.shape != buf.dims and not buf.uint4x32:
                 new = np.zeros(buf.dims, dtype=self.dtype)
-                new[_interior(buf.id, buf.dims)] = arr
+                new[self._interior(buf.id, buf.dims)] = arr
                 arr = self.arrays[buf.id] = new
                 self.arrays_epoch += 1
             if arr is None:
@@ -127,7 +117,7 @@ class Context:
         ref = _ref_of(x)
         with self.lock:
             pipeline.close_tensors([ref.tensor])
-            buf = ref.buffer()
+            buf = ref.buffer(self.layout)
             if buf.id not in self.available and buf.id in self.virtual:
                 self.materialize(buf.id)
                 raise RuntimeDataError(
@@ -140,7 +130,7 @@ class Context:
                                        "this context: nothing set or computed it yet", user_span())
             arr = self.array(buf)
             self.backend.to_host(arr)  # the device's copy, where routines wrote one
-            return arr[_interior(buf.id, buf.dims)].copy()
+            return arr[self._interior(buf.id, buf.dims)].copy()
 
     def set(self, x: Tensor | NodeRef, values: Any) -> None:
         """Set a tensor's value from host data of its exact dims."""
@@ -148,7 +138,7 @@ class Context:
         ref = _ref_of(x)
         with self.lock:
             pipeline.close_tensors([ref.tensor])
-            buf = ref.buffer()
+            buf = ref.buffer(self.layout)
             dims = ref.tensor.dims()
             arr = np.asarray(values, dtype=self.dtype)
             if arr.shape != dims and arr.size == int(np.prod(dims)) and arr.ndim <= 1:
@@ -161,10 +151,10 @@ class Context:
                                        f"routine '{self.folded[buf.id]}': make it a param or "
                                        "oc.term to set it", user_span())
             self.user_set.add(buf.id)
-            self.array(buf)[_interior(buf.id, buf.dims)] = arr
+            self.array(buf)[self._interior(buf.id, buf.dims)] = arr
             self.backend.host_written(self.array(buf))
             self.available.add(buf.id)
-            if ref.kind == "value":
+            if ref.kind is NodeKind.VALUE:
                 self.initialized.add(ref.tensor.id)
 
     def eval(self, tensor: Tensor) -> np.ndarray:
@@ -198,7 +188,7 @@ class Context:
         with self.lock:
             code = as_code(code)
             self.escaping.update(_buffer_id(_ref_of(k)) for k in keep)
-            held = frozenset(b for t in user_held() for b in (2 * t, 2 * t + 1))
+            held = frozenset(user_held())
             routine = Routine(self, code, name or f"routine_{next(_routine_ids)}", held)
             self.escaping.update(routine.needs)
             for r in self.routines:
@@ -213,14 +203,26 @@ class Context:
     def save(self, path: str | os.PathLike[str]) -> None:
         """Checkpoint every param and optimizer-state node this context holds (those of
         the routines compiled in it) to a safetensors file keyed by `tensor.name`; the
-        write is atomic. Example: ``ctx.save("model.safetensors")``."""
-        checkpoint.save(self, path)
+        write is atomic (`tensor.checkpoint`). Example: ``ctx.save("model.safetensors")``."""
+        target = checkpoint.path_arg("save", path)
+        with self.lock:
+            tensors = sorted(self.holdings.values(), key=lambda t: t.name)
+            self.ensure_initialized(tensors)  # so that the file has every entry
+            arrays = {t.name: np.ascontiguousarray(self.get(t)) for t in tensors}
+        checkpoint.write(target, arrays, self.precision.value)
 
     def load(self, path: str | os.PathLike[str]) -> None:
         """Set every held param and node from a checkpoint (strict: a missing, extra,
         mis-shaped or wrong-dtype entry is an `oc.CheckpointError` naming it, and nothing
         changes). Compile the routines first; loaded tensors are not re-initialized."""
-        checkpoint.load(self, path)
+        source = checkpoint.path_arg("load", path)
+        arrays = checkpoint.read(source)
+        with self.lock:
+            tensors = {t.name: t for t in self.holdings.values()}
+            checkpoint.check(source, arrays, {n: t.dims() for n, t in tensors.items()},
+                             np.dtype(self.dtype))
+            for name, t in tensors.items():
+                self.set(t, arrays[name])
 
     def lower_code(self, code: Any, *, name: str | None = None
                    ) -> tuple[LoopProgram, A.Asgn, list[Tensor]]:
@@ -235,8 +237,20 @@ class Context:
         buffers in `keep`."""
         opts = pipeline.Options(name, self.precision, keep=frozenset(self.escaping) | keep,
                                 no_fold=frozenset(self.user_set),
-                                fusion_limit=self.backend.fusion_limit)
+                                fusion_limit=self.backend.fusion_limit,
+                                layout=self.layout, projections=self.projections)
         return pipeline.run(code, opts)
+
+    def adopt(self, out: pipeline.Lowered, routine: str) -> None:
+        """Record what the pipeline decided for a routine compiled here: its buffers'
+        layout (fixed from now on: they are allocated), its projections (reused by later
+        compilations), the buffers it computes inline and the constants it folded."""
+        self.layout.update(out.layout)
+        self.projections.update(out.projections)
+        for b in out.virtual:
+            self.virtual[b] = routine
+        for b in out.folded:
+            self.folded[b] = routine
 
     def materialize(self, buf_id: int) -> None:
         """Keep a buffer from now on: the routines that virtualized it are recompiled."""
@@ -245,88 +259,42 @@ class Context:
             if buf_id in r.virtual:
                 r.stale = True
 
+    def _interior(self, buf_id: int, dims: tuple[int, ...]) -> tuple[slice, ...]:
+        """The logical (unpadded) part of a buffer of these dims: users see unpadded values."""
+        m = self.layout.get(buf_id)
+        if not m or len(m) != len(dims):
+            return tuple(slice(None) for _ in dims)
+        return tuple(slice(lo, d - hi) for d, (lo, hi) in zip(dims, m, strict=True))
+
     def ensure_initialized(self, tensors: Sequence[Tensor]) -> None:
         """Initialize the held-out tensors not yet initialized in this context, after
         whatever their initializers read (a param initialized from another param or from
         constant data). Terms (data the caller sets) are left to the routine's read check."""
         with self.lock:
-            todo = self._init_order(tensors)
+            todo = init_order(tensors, self.initialized)
             if not todo:
                 return
-            words: list[tuple[Tensor, tuple[int, int, int, int]]] = []
-            code = concat(self._init_one(t, words) for t in todo)
-            for w, value in words:  # word constants, embedded exactly (seed 001)
-                self.array(w.buffer()).view(np.uint32)[:4] = value
-                self.backend.host_written(self.array(w.buffer()))
-            if code.items:
-                self.compile(code, name=f"init_{next(_routine_ids)}").run_unchecked()
+            plan = init_plan(todo, self.precision)
+            for t, values in plan.data:
+                self.set(t, values)
+            for w, value in plan.words:  # word constants, embedded exactly (seed 001)
+                arr = self.array(w.buffer(layout=self.layout))
+                arr.view(np.uint32)[:4] = value
+                self.backend.host_written(arr)
+            if plan.code.items:
+                self.compile(plan.code, name=f"init_{next(_routine_ids)}").run_unchecked()
             for t in todo:
                 self.initialized.add(t.id)
-                self.available.add(t.buffer("value").id)
-
-    def _init_order(self, tensors: Sequence[Tensor]) -> list[Tensor]:
-        """The tensors to initialize, each after the held-out tensors its init reads."""
-        order: dict[int, Tensor] = {}
-
-        def visit(t: Tensor, reader: Tensor | None) -> None:
-            if t.id in self.initialized or t.id in order:
-                return
-            if _is_term(t):
-                if reader is not None:
-                    raise RuntimeDataError(
-                        f"'{reader.label}' is initialized from '{t.label}', which has no "
-                        "value in this context: set it with ctx.set(...) first")
-                return
-            for d in held_out(init_deps(t, transitive=False)):
-                visit(d, t)
-            order[t.id] = t
-
-        for t in tensors:
-            visit(t, None)
-        return list(order.values())
-
-    def _init_one(self, t: Tensor,
-                  words: list[tuple[Tensor, tuple[int, int, int, int]]] | None = None) -> Code:
-        """The init code of one tensor; word constants it needs set are added to `words`."""
-        buf = NodeRef(t, "value")
-        v = t.init_value
-        if t.init is Init.NODE:
-            return Code((FetchItem(buf, A.ConstantFill(0.0)),))
-        if isinstance(v, Tensor):
-            return t.init_code
-        if isinstance(v, int | float):
-            return Code((FetchItem(buf, A.ConstantFill(float(v))),))
-        if isinstance(v, np.ndarray):
-            pipeline.close_tensors([t])
-            self.set(t, v.reshape(t.dims()) if v.size == int(np.prod(t.dims())) else v)
-            return Code()
-        if v is None and t.init is Init.PARAM:
-            pipeline.close_tensors([t])
-            init = random_init(t, _seed[0], self.precision)
-            if words is not None:
-                words.extend(init.words)
-            return init.code
-        raise RuntimeDataError(f"'{t.label}' has no value: set it with ctx.set(...) before "
-                               "running code that reads it")
+                self.available.add(buffer_id(t))
 
 
 def _buffer_id(ref: NodeRef) -> int:
     """The id of a reference's buffer, without closing its shape (as `Tensor.buffer`)."""
-    t, kind = ref.tensor, ref.kind
-    while (alias := t.alias_of) is not None:
-        t, kind = alias.tensor, (alias.kind if kind == "value" else kind)
-    if kind == "grad" and not t.diff:
+    t, kind = node_owner(ref.tensor, ref.kind)
+    if kind is NodeKind.GRAD and not t.diff:
         validate.fail(ArgumentError, f"tensor '{t.label}' is not differentiable: it has no "
                                      "grad to keep")
-    return 2 * t.id + (kind == "grad")
-
-
-def _interior(buf_id: int, dims: tuple[int, ...]) -> tuple[slice, ...]:
-    """The logical (unpadded) part of a buffer of these dims: users see unpadded values."""
-    m = BUFFER_MARGINS.get(buf_id)
-    if m is None or len(m) != len(dims):
-        return tuple(slice(None) for _ in dims)
-    return tuple(slice(lo, d - hi) for d, (lo, hi) in zip(dims, m, strict=True))
+    return buffer_id(t, kind)
 
 
 def default_context(backend: str = "c", *, precision: str = "float32") -> Context:
@@ -339,200 +307,3 @@ def default_context(backend: str = "c", *, precision: str = "float32") -> Contex
         if ctx is None:
             ctx = _defaults[key] = Context(backend, precision=precision)
         return ctx
-
-
-def _is_term(t: Tensor) -> bool:
-    """Data the caller sets (`oc.term`): held out with nothing to initialize it from."""
-    return t.init is Init.CONST and t.init_value is None and t.alias_of is None
-
-
-class Routine:
-    """A compiled routine: call it (with static arguments by name or position) to run.
-
-    The first call checks that what it reads has values (initializing params first). A
-    value another routine still reads is never virtualized away (`Context.compile` keeps
-    it), so once a call ran, later calls skip that check; they re-bind the arrays only
-    after the context replaced one (`Context.arrays_epoch`), and go the checked way again
-    when another routine ran in between (to update what is available) or this one must be
-    recompiled (`stale`). A call right after a checked run of the same routine
-    (`Context.fast`) only stores its static ints and calls the compiled code.
-    """
-
-    def __init__(self, ctx: Context, code: Code, name: str,
-                 held: frozenset[int] = frozenset()) -> None:
-        self.ctx = ctx
-        self.code = code
-        self.name = name
-        self.held = held  #: buffer ids of the tensors the caller held when compiling
-        self._build()
-
-    def _build(self) -> None:
-        """Lower and compile the code, keeping what the context must keep."""
-        out = self.ctx.lowered(self.code, self.name, self.held)
-        self.prog = out.prog
-        self.compiled = compiled = self.ctx.backend.compile(out.prog)
-        self.held_out = out.held_out
-        reads, writes = read_write_sets(out.asgn)
-        self.needs = frozenset(reads)
-        self.virtual = frozenset(out.virtual)  #: buffers computed inline: no value after
-        self.writes = frozenset(writes - out.virtual)
-        self.stale = False
-        for b in out.virtual:
-            self.ctx.virtual[b] = self.name
-        for b in out.folded:
-            self.ctx.folded[b] = self.name
-        self.static_names = [s.name for s in self.prog.static_args]
-        self._names = tuple(self.static_names)
-        getter = operator.itemgetter(*self._names) if self._names else lambda kw: ()
-        self._by_name: Any = ((lambda kw: (getter(kw),)) if len(self._names) == 1 else getter)
-        self._ready = False  # every input had a value at a call that ran (stays true)
-        self.arrays: tuple[np.ndarray, ...] = ()
-        self._fast: FastCall = lambda args, kwargs: False  # see `fastcall`
-        self._arrays_epoch = -1  # the ctx.arrays_epoch `arrays` were taken at
-        self._bind = getattr(compiled, "bind", None)  # the C backend binds once, then runs
-        if self._bind is not None:
-            compiled.share_lock(self.ctx.lock)
-            self._run = compiled.run_bound
-        else:
-            self._run = lambda statics: compiled(self.arrays, statics)
-        if self.ctx.fast is self:
-            self.ctx.fast = None
-        self._refresh()
-
-    @property
-    def stale(self) -> bool:
-        """Recompile before the next run (something it virtualized must now be kept)."""
-        return self._stale
-
-    @stale.setter
-    def stale(self, value: bool) -> None:
-        self._stale = value
-        if value and self.ctx.fast is self:
-            self.ctx.fast = None
-
-    def _refresh(self) -> None:
-        """Take the context's current arrays (and bind them, on a backend that binds)."""
-        self.arrays = tuple(self.ctx.array(b) for b in self.prog.buffers)
-        if self._bind is not None:
-            self._bind(self.arrays)
-        self._fast = fast_caller(self)
-        self._arrays_epoch = self.ctx.arrays_epoch
-
-    def _statics(self, args: tuple[int, ...], kwargs: dict[str, int]) -> list[int]:
-        vals = list(args)
-        for s in self.prog.static_args[len(vals):]:
-            if s.name not in kwargs:
-                validate.fail(ArgumentError, f"routine {self.prog.name} needs static argument "
-                                             f"'{s.name}'")
-            vals.append(kwargs.pop(s.name))
-        if kwargs or len(vals) != len(self.prog.static_args):
-            validate.fail(ArgumentError, f"routine {self.prog.name} takes static arguments "
-                                         f"{self.static_names}, got {len(args)} positional and "
-                                         f"{sorted(kwargs) or 'no other'} keyword argument(s)")
-        return [validate.check_static_value(self.prog.name, s.name, v)
-                for s, v in zip(self.prog.static_args, vals, strict=True)]
-
-    def __call__(self, *args: int, **kwargs: int) -> None:
-        try:
-            if self._fast(args, kwargs):
-                return
-        except OverflowError:  # a static beyond int64: nothing ran
-            self._statics(args, dict(kwargs))
-            raise
-        statics = self._named(args, kwargs) if kwargs else args
-        with self.ctx.lock:
-            self._checked_run(self._statics(statics, {}))
-
-    def _named(self, args: tuple[int, ...], kwargs: dict[str, int]) -> tuple[Any, ...]:
-        if not args and len(kwargs) == len(self._names):
-            try:
-                return self._by_name(kwargs)  # type: ignore[no-any-return]
-            except KeyError:
-                pass
-        return tuple(self._statics(args, dict(kwargs)))
-
-    def _checked_run(self, statics: Any) -> None:
-        """A call before the inputs were known to have values, after arrays changed, after
-        another routine ran, or when this one must be recompiled first."""
-        if self.stale:
-            self._build()
-        if not self._ready:
-            self.ctx.ensure_initialized(self.held_out)
-            missing = self.needs - self.ctx.available
-            if missing:
-                names = ", ".join(f"'{b.name}'" for b in self.prog.buffers if b.id in missing)
-                inline = sorted({self.ctx.virtual[b] for b in missing if b in self.ctx.virtual})
-                why = (f"; routine(s) {', '.join(inline)} computed it inline (virtualized) "
-                       "and now keep it: run them again first" if inline else "")
-                raise RuntimeDataError(f"{names} has no value: set it with ctx.set(...) before "
-                                       f"running code that reads it{why}", user_span())
-        self._rebind_if_needed()
-        self._run(statics)
-        self._ran()
-        self._ready = True
-        self.ctx.fast = self
-
-    def _rebind_if_needed(self) -> None:
-        """Take the context's arrays again when it replaced one, or when a direct call of
-        `compiled` bound other arrays."""
-        if (self._arrays_epoch != self.ctx.arrays_epoch
-                or getattr(self.compiled, "bound", self.arrays) is not self.arrays):
-            self._refresh()
-
-    def run_unchecked(self) -> None:
-        with self.ctx.lock:
-            if self.stale:
-                self._build()
-            self._rebind_if_needed()
-            self._run(())
-            self._ran()
-
-    def _ran(self) -> None:
-        """After a run: what it wrote is available, what it computed inline is not (an
-        older value would be stale)."""
-        self.ctx.available |= self.writes
-        self.ctx.available -= self.virtual
-        self.ctx.fast = None
-
-
-def read_write_sets(asgn: A.Asgn) -> tuple[set[int], set[int]]:
-    """Buffers read before any write in the routine, and buffers written."""
-    reads: set[int] = set()
-    writes: set[int] = set()
-
-    def walk(a: A.Asgn) -> None:
-        match a:
-            case A.Accum(lhs=lhs, rhs=rhs, accum=acc, initialize_neutral=init):
-                for b in rhs:
-                    if b.id not in writes:
-                        reads.add(b.id)
-                if not init and acc != BinOp.ARG2 and lhs.id not in writes:
-                    reads.add(lhs.id)
-                writes.add(lhs.id)
-            case A.Block(lhs=lhs, rhs=rhs, accum=acc, initialize_neutral=init):
-                reads.update(b.id for b in rhs if b.id not in writes)
-                if (not init or acc != BinOp.ADD) and lhs.id not in writes:
-                    reads.add(lhs.id)  # a gap keeps the target's cells
-                writes.add(lhs.id)
-            case A.RevSides(src=src, targets=targets):
-                if src.id not in writes:
-                    reads.add(src.id)
-                reads.update(b.id for b in targets if b.id not in writes)
-                writes.update(b.id for b in targets)
-            case A.Fetch(buffer=b):
-                writes.add(b.id)
-            case A.VecSet(lhs=lhs, rhs=rhs):
-                if rhs.id not in writes:
-                    reads.add(rhs.id)
-                writes.add(lhs.id)
-            case A.CheckStatic() | A.Noop():
-                pass
-            case A.Seq(items=items):
-                for x in items:
-                    walk(x)
-            case _:
-                assert_never(a)
-
-    walk(asgn)
-    return reads, writes
-

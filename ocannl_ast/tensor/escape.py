@@ -2,7 +2,7 @@
 references (a local or global variable, an element of a list / tuple / set / dict held
 there, or an attribute of an object held there) may be read with `ctx.get` after the
 routine runs, so its value and grad buffers stay materialized; every other intermediate
-may be virtualized. Input: the call stack at compile time. Output: tensor ids.
+may be virtualized. Input: the call stack at compile time. Output: buffer ids.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from types import FrameType, FunctionType, ModuleType
 from typing import Any
 
-from .node import NodeRef, Tensor
+from .node import NodeRef, Tensor, buffer_ids
 
 _LIBRARY = "ocannl_ast"
 
@@ -24,7 +24,8 @@ _INSTALLED = tuple({p for k in ("stdlib", "platstdlib", "purelib", "platlib")
 
 
 def user_held() -> set[int]:
-    """Ids of the tensors (alias targets included) the calling user frames reference."""
+    """Ids of the value and grad buffers of the tensors (alias targets included) the
+    calling user frames reference."""
     out: set[int] = set()
     seen_globals: set[int] = set()
     frame: FrameType | None = sys._getframe(1)
@@ -37,8 +38,8 @@ def user_held() -> set[int]:
                     values.extend(frame.f_globals.values())
             for v in values:
                 for t in _tensors(v, 2):
-                    out.add(t.id)
-                    out.add(t.base().id)
+                    out.update(buffer_ids(t))
+                    out.update(buffer_ids(t.base()))
         frame = frame.f_back
     return out
 

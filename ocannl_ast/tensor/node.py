@@ -11,7 +11,7 @@ import enum
 import inspect
 import itertools
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, assert_never
@@ -41,6 +41,41 @@ class Init(enum.Enum):
     ALIAS = "alias"  #: a view of another tensor's value or grad node (inside @cd code)
 
 
+class NodeKind(enum.StrEnum):
+    """Which of a tensor's two nodes (OCANNL's `value` and `diff.grad`) a reference names."""
+
+    VALUE = "value"
+    GRAD = "grad"
+
+
+class AccumForm(enum.StrEnum):
+    """The shape of an `AccumItem`'s assignment."""
+
+    ACCUM = "accum"  #: `lhs <accum> expr(rhs...)`
+    BLOCK = "block"  #: rhs are sources, one live per position (seed 004)
+    REV_SIDES = "rev_sides"  #: lhs is READ and scattered to the rhs (the block's sources)
+
+
+def node_owner(tensor: Tensor, kind: NodeKind) -> tuple[Tensor, NodeKind]:
+    """The tensor whose buffer holds this node, and which of its two: an alias views its
+    target's node (its `value` is the target's viewed node)."""
+    while (alias := tensor.alias_of) is not None:
+        tensor, kind = alias.tensor, (alias.kind if kind is NodeKind.VALUE else kind)
+    return tensor, kind
+
+
+def buffer_id(tensor: Tensor, kind: NodeKind = NodeKind.VALUE) -> int:
+    """The id of the buffer holding a tensor's value or grad (aliases resolved): the one
+    place spelling the encoding `2 * id + is_grad`. Example: ``buffer_id(t, NodeKind.GRAD)``."""
+    owner, kind = node_owner(tensor, kind)
+    return 2 * owner.id + (kind is NodeKind.GRAD)
+
+
+def buffer_ids(tensor: Tensor) -> tuple[int, int]:
+    """The ids of a tensor's value and grad buffers."""
+    return buffer_id(tensor, NodeKind.VALUE), buffer_id(tensor, NodeKind.GRAD)
+
+
 @contextlib.contextmanager
 def no_grad() -> Iterator[None]:
     """Tensors built inside are not differentiable (used for @cd sub-expressions)."""
@@ -59,10 +94,6 @@ def grad_disabled() -> bool:
 def _ident(label: str) -> str:
     s = re.sub(r"\W", "_", label)
     return s if s and not s[0].isdigit() else f"t_{s}"
-
-
-#: buffer id -> the frozen margins of its tensor (for host views of padded buffers)
-BUFFER_MARGINS: dict[int, Margins] = {}
 
 
 class Tensor:
@@ -94,9 +125,6 @@ class Tensor:
         self._own = Code()  #: this tensor's own op_asn code (without embedded children)
         self.init_code = Code()  #: PARAM/CONST with a tensor-expression init: the copy
         self._grad_code: Code | None = None
-        #: padding margins of the buffers (value and grad), per axis; None: unpadded
-        self.margins: Margins | None = None
-        self.margins_frozen = False  #: set when first lowered: the buffers are allocated
         self.uint4x32 = False  #: cells are 128-bit threefry words (seed 001), not numbers
         #: params: the stable identity keying the default random init (unique name, 0)
         self.init_key: tuple[str, int] | None = None
@@ -115,34 +143,30 @@ class Tensor:
     def layout_rows(self) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
         return self.shape.batch, self.shape.output, self.shape.input
 
-    def buffer(self, kind: str = "value") -> Buffer:
-        if self.alias_of is not None:
-            return self.alias_of.tensor.buffer(self.alias_of.kind if kind == "value" else kind)
-        if kind == "grad" and not self.diff:
-            raise ArgumentError(f"tensor '{self.label}' is not differentiable: it has no grad",
+    def buffer(self, kind: NodeKind = NodeKind.VALUE,
+               layout: Mapping[int, Margins] | None = None) -> Buffer:
+        """The buffer of this tensor's value or grad node, its dims widened by its margins
+        in `layout` (buffer id -> margins, as `pipeline.derive_projections` decides)."""
+        owner, kind = node_owner(self, kind)
+        if kind is NodeKind.GRAD and not owner.diff:
+            raise ArgumentError(f"tensor '{owner.label}' is not differentiable: it has no grad",
                                 user_span())
-        return Buffer(2 * self.id + (kind == "grad"),
-                      _ident(self.label) + ("_grad" if kind == "grad" else ""),
-                      padded_dims(self.dims(), self.margins), self.uint4x32)
+        bid = buffer_id(owner, kind)
+        return Buffer(bid, _ident(owner.label) + ("_grad" if kind is NodeKind.GRAD else ""),
+                      padded_dims(owner.dims(), layout.get(bid) or None if layout else None),
+                      owner.uint4x32)
 
     def base(self) -> Tensor:
         """The tensor owning the buffers (an alias's target)."""
         return self.alias_of.tensor.base() if self.alias_of is not None else self
 
-    def freeze_margins(self) -> None:
-        """Fix the buffer layout (seed 001: margins are committed at finalization)."""
-        base = self.base()
-        base.margins_frozen = True
-        if base.margins is not None:
-            BUFFER_MARGINS[2 * base.id] = BUFFER_MARGINS[2 * base.id + 1] = base.margins
-
     @property
     def value(self) -> NodeRef:
-        return NodeRef(self, "value", self.slot)
+        return NodeRef(self, NodeKind.VALUE, self.slot)
 
     @property
     def grad(self) -> NodeRef:
-        return NodeRef(self, "grad", self.slot)
+        return NodeRef(self, NodeKind.GRAD, self.slot)
 
     @property
     def is_held_out(self) -> bool:
@@ -199,9 +223,9 @@ class Tensor:
             raise ArgumentError(f"tensor '{self.label}' is not differentiable: nothing to "
                                 "backpropagate", user_span())
         diff = [t for t in self.subgraph() if t.diff]
-        zero = Code(tuple(FetchItem(NodeRef(t, "grad"), A.ConstantFill(0.0))
+        zero = Code(tuple(FetchItem(NodeRef(t, NodeKind.GRAD), A.ConstantFill(0.0))
                           for t in diff if t is not self))
-        seed = Code((FetchItem(NodeRef(self, "grad"), A.ConstantFill(1.0)),))
+        seed = Code((FetchItem(NodeRef(self, NodeKind.GRAD), A.ConstantFill(1.0)),))
         grads = concat(t.grad_code() for t in reversed(diff))
         return zero + seed + grads
 
@@ -228,19 +252,19 @@ class NodeRef:
     operation whose projections are in context (0 = result, 1.. = operands)."""
 
     tensor: Tensor
-    kind: str  #: "value" or "grad"
+    kind: NodeKind
     slot: int | None = None
 
     @property
     def grad(self) -> NodeRef:
-        return NodeRef(self.tensor, "grad", self.slot)
+        return NodeRef(self.tensor, NodeKind.GRAD, self.slot)
 
     @property
     def value(self) -> NodeRef:
-        return NodeRef(self.tensor, "value", self.slot)
+        return NodeRef(self.tensor, NodeKind.VALUE, self.slot)
 
-    def buffer(self) -> Buffer:
-        return self.tensor.buffer(self.kind)
+    def buffer(self, layout: Mapping[int, Margins] | None = None) -> Buffer:
+        return self.tensor.buffer(self.kind, layout)
 
     def __repr__(self) -> str:
         return f"{self.tensor.label}.{self.kind}"
@@ -248,7 +272,8 @@ class NodeRef:
 
 class OpRecord:
     """One operation: its logic, result and operands. Its projections are derived by the
-    pipeline's projections pass once the shapes are closed (and kept: they never change)."""
+    pipeline's projections pass once the shapes are closed (the caller may keep them: they
+    never change)."""
 
     def __init__(self, logic: Logic, result: Tensor, operands: list[Tensor], name: str,
                  span: Span | None) -> None:
@@ -257,7 +282,6 @@ class OpRecord:
         self.operands = operands
         self.name = name
         self.span = span
-        self.derived: A.Projections | None = None  #: set by `pipeline.derive_projections`
 
 
 @dataclass(frozen=True, slots=True)
@@ -288,9 +312,7 @@ class AccumItem:
     record: OpRecord  #: whose projections this assignment reads
     slots: tuple[int, ...] | None  #: lhs slot then rhs slots; None: the record's own order
     label: str = ""
-    #: "accum"; "block" (rhs: sources, one live per position, seed 004); "rev_sides"
-    #: (lhs is READ and scattered to the rhs, the block's sources, which are written)
-    form: str = "accum"
+    form: AccumForm = AccumForm.ACCUM  #: a plain assignment, a block or its rev_sides
 
 
 @dataclass(frozen=True, slots=True)
@@ -380,7 +402,7 @@ def item_refs(it: Item) -> tuple[NodeRef, ...]:
         case FetchItem(node=n):
             return (n,)
         case CheckItem(tensor=t):
-            return (NodeRef(t, "value"),)
+            return (NodeRef(t, NodeKind.VALUE),)
         case VecItem(lhs=lhs, rhs=rhs):
             return (lhs, rhs)
         case _:
@@ -399,7 +421,7 @@ _ASN_PARAMS: dict[Callable[..., Any], tuple[str, ...]] = {}
 _SLOT_NAME = re.compile(r"(t|v|g|lhs|rhs)([1-9][0-9]*)?")
 
 
-def slot_of_name(name: str) -> tuple[int, str] | None:
+def slot_of_name(name: str) -> tuple[int, NodeKind] | None:
     """The slot and node kind an op_asn / grad_asn parameter names: `t v lhs` / `g` are
     the result's value / grad, `tK vK rhsK` / `gK` operand K's (any K >= 1)."""
     m = _SLOT_NAME.fullmatch(name)
@@ -407,10 +429,10 @@ def slot_of_name(name: str) -> tuple[int, str] | None:
         return None
     head, num = m.group(1), m.group(2)
     if head == "lhs":
-        return (0, "value") if num is None else None
+        return (0, NodeKind.VALUE) if num is None else None
     if head == "rhs" and num is None:
         return None
-    return int(num or 0), "grad" if head == "g" else "value"
+    return int(num or 0), NodeKind.GRAD if head == "g" else NodeKind.VALUE
 
 
 def call_asn(fn: Callable[..., Any], rec: OpRecord) -> Code:
@@ -428,7 +450,7 @@ def call_asn(fn: Callable[..., Any], rec: OpRecord) -> Code:
                 raise ArgumentError(f"'{name}' names operand {slot} of '{rec.name}', which has "
                                     f"{len(rec.operands)}", user_span())
             t = tensors[slot]
-            kwargs[name] = NodeRef(t, kind, slot) if kind == "value" or t.diff else None
+            kwargs[name] = NodeRef(t, kind, slot) if kind is NodeKind.VALUE or t.diff else None
         else:
             raise ArgumentError(f"parameter '{name}' of {getattr(fn, '__name__', fn)} is not a "
                                 "slot name (t v g lhs, t1 v1 g1 rhs1, ..., projections)",

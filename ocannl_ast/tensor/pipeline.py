@@ -11,12 +11,13 @@ from __future__ import annotations
 import dataclasses
 import os
 import threading
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, assert_never
 
 from ..errors import ShapeError
 from ..infer import padding
+from ..infer.padding import Margins
 from ..infer.projections import derive_projections as derive_record_projections
 from ..infer.relations import logic_name
 from ..lowering import assignments as A
@@ -26,6 +27,7 @@ from ..lowering.lower import NEUTRAL, lower
 from ..lowering.simplify import fold_zero_fills
 from ..lowering.walk import free_symbols
 from .node import (
+    AccumForm,
     AccumItem,
     CheckItem,
     Code,
@@ -37,6 +39,8 @@ from .node import (
     OpRecord,
     Tensor,
     VecItem,
+    buffer_id,
+    buffer_ids,
 )
 
 #: closing shapes and lowering touch solver state shared by every tensor of a graph
@@ -61,6 +65,11 @@ class Options:
     #: reductions of at least this many multiply-adds keep their own loop nest (no epilogue
     #: fusion): the backend's `fusion_limit`, where it runs them as contraction kernels
     fusion_limit: int = CONTRACTION_MIN_WORK
+    #: buffer id -> margins of the buffers the caller already laid out (a context's
+    #: arrays; () when unpadded): their layout is fixed
+    layout: Mapping[int, Margins] = field(default_factory=dict)
+    #: projections the caller derived before (they never change once shapes are closed)
+    projections: Mapping[OpRecord, A.Projections] = field(default_factory=dict)
 
 
 # ---- pass 1: close shapes (Code -> Code) -------------------------------------------------
@@ -75,8 +84,12 @@ def close_shapes(code: Code, opts: Options) -> Code:
     return code
 
 
-def close_tensors(tensors: Sequence[Tensor]) -> None:
-    """Close the shapes of these tensors (under the process-wide lowering lock)."""
+def close_tensors(tensors: Iterable[Tensor], *, dependencies: bool = False) -> None:
+    """Close the shapes of these tensors, with `dependencies` of everything they depend on
+    too (their subgraphs and what their initializers read), under the process-wide
+    lowering lock: the one place shapes are closed (compile, `oc.infer_shapes`, get/set)."""
+    if dependencies:
+        tensors = [s for t in tensors for u in t.subgraph() for s in (u, *init_deps(u))]
     shapes = {id(t.shape): t.shape for t in tensors}
     if shapes:
         with lowering_lock:
@@ -107,55 +120,67 @@ def init_deps(t: Tensor, *, transitive: bool = True) -> list[Tensor]:
     return sorted(out.values(), key=lambda s: s.id)
 
 
-# ---- pass 2: projections (Code -> ProjectedCode) -----------------------------------------
+# ---- pass 2: projections and layout (Code -> ProjectedCode) -----------------------------
 
 @dataclass(frozen=True, slots=True)
 class ProjectedCode:
-    """Code whose operations all have their projections derived (shapes closed)."""
+    """Code whose operations all have their projections derived (shapes closed), and the
+    layout of its buffers."""
 
     code: Code
     projections: Mapping[OpRecord, A.Projections]
+    #: buffer id -> padding margins of every buffer the code touches; () when unpadded
+    layout: Mapping[int, Margins]
 
 
 def derive_projections(code: Code, opts: Options) -> ProjectedCode:
     """Derive the projections of every operation the code's assignments read (seed 000),
-    once per operation: shapes never change after closing, so they are kept on the record."""
+    once per operation (those in `opts.projections` are reused: shapes never change after
+    closing), and lay out the buffers (`lay_out`)."""
     table: dict[OpRecord, A.Projections] = {}
     for it in code.items:
         if isinstance(it, AccumItem) and it.record not in table:
-            table[it.record] = record_projections(it.record)
-    for rec, p in table.items():
-        widen_margins(rec, p)
-    for t in code.tensors():
-        t.freeze_margins()
-    return ProjectedCode(code, table)
+            known = opts.projections.get(it.record)
+            table[it.record] = known if known is not None else record_projections(it.record)
+    return ProjectedCode(code, table, lay_out(code, table, opts.layout))
 
 
-def widen_margins(rec: OpRecord, p: A.Projections) -> None:
+def lay_out(code: Code, table: Mapping[OpRecord, A.Projections],
+            fixed: Mapping[int, Margins]) -> dict[int, Margins]:
     """Padding inference (seed 001): each padded axis an operation addresses widens its
-    tensor's margins to the running maximum; a tensor already lowered keeps its layout."""
-    for slot, axis, left, right in p.margins:
-        t = (rec.result if slot == 0 else rec.operands[slot - 1]).base()
-        cur = t.margins or tuple((0, 0) for _ in t.dims())
-        new = padding.widen(cur, axis, (left, right))
-        if new == cur:
-            continue
-        if t.margins_frozen:
-            raise ShapeError(f"'{t.label}' needs padding margins {new[axis]} on axis {axis} "
-                             f"for '{rec.name}', but its buffers were already laid out with "
-                             f"{cur[axis]} by an earlier compilation: compile its padded "
-                             "readers first (or together)", rec.span)
-        t.margins = new
+    tensor's margins (value and grad buffers alike) to the running maximum; a buffer in
+    `fixed` (laid out by an earlier compilation) keeps its layout. Returns the margins of
+    every buffer the code touches."""
+    wide: dict[int, Margins] = {}  #: value buffer id -> margins widened here
+    for rec, p in table.items():
+        for slot, axis, left, right in p.margins:
+            t = (rec.result if slot == 0 else rec.operands[slot - 1]).base()
+            vid = buffer_id(t)
+            cur = wide.get(vid) or fixed.get(vid) or tuple((0, 0) for _ in t.dims())
+            new = padding.widen(cur, axis, (left, right))
+            if new == cur:
+                continue
+            if vid in fixed:
+                raise ShapeError(f"'{t.label}' needs padding margins {new[axis]} on axis "
+                                 f"{axis} for '{rec.name}', but its buffers were already laid "
+                                 f"out with {cur[axis]} by an earlier compilation: compile its "
+                                 "padded readers first (or together)", rec.span)
+            wide[vid] = new
+    layout: dict[int, Margins] = {}
+    for t in code.tensors():
+        value, grad = buffer_ids(t.base())
+        m = wide.get(value) or fixed.get(value) or ()
+        layout[value] = layout[grad] = m if any(lo or hi for lo, hi in m) else ()
+    return layout
 
 
 def record_projections(rec: OpRecord) -> A.Projections:
-    if rec.derived is None:
-        try:
-            rec.derived = derive_record_projections(
-                rec.logic, rec.result.layout_rows(), [o.layout_rows() for o in rec.operands])
-        except ShapeError as e:
-            raise e.with_span(rec.span) from None
-    return rec.derived
+    """The projections of one operation, from its logic and its operands' closed shapes."""
+    try:
+        return derive_record_projections(
+            rec.logic, rec.result.layout_rows(), [o.layout_rows() for o in rec.operands])
+    except ShapeError as e:
+        raise e.with_span(rec.span) from None
 
 
 # ---- pass 3: assignments IR (ProjectedCode -> Asgn) --------------------------------------
@@ -163,38 +188,39 @@ def record_projections(rec: OpRecord) -> A.Projections:
 def to_assignments(pc: ProjectedCode, opts: Options) -> A.Asgn:
     """The assignments IR: node references become buffers, each assignment gets its
     operation's projections or the slot-permuted view it reads."""
-    return A.seq(*(_assignment(it, pc.projections) for it in pc.code.items))
+    return A.seq(*(_assignment(it, pc.projections, pc.layout) for it in pc.code.items))
 
 
-def _assignment(it: Item, table: Mapping[OpRecord, A.Projections]) -> A.Asgn:
+def _assignment(it: Item, table: Mapping[OpRecord, A.Projections],
+                layout: Mapping[int, Margins]) -> A.Asgn:
     match it:
-        case AccumItem(form="block"):
+        case AccumItem(form=AccumForm.BLOCK):
             p = _view(table[it.record], it) if it.slots is not None else table[it.record]
             try:
                 check_cover(p, f"{it.record.name} ({logic_name(it.record.logic)})")
             except ShapeError as e:
                 raise e.with_span(it.record.span) from None
-            return A.Block(it.lhs.buffer(), it.accum, it.initialize_neutral,
-                           tuple(r.buffer() for r in it.rhs), p, it.label)
-        case AccumItem(form="rev_sides"):
+            return A.Block(it.lhs.buffer(layout), it.accum, it.initialize_neutral,
+                           tuple(r.buffer(layout) for r in it.rhs), p, it.label)
+        case AccumItem(form=AccumForm.REV_SIDES):
             p = _view(table[it.record], it) if it.slots is not None else table[it.record]
-            return A.RevSides(it.lhs.buffer(), it.accum, tuple(r.buffer() for r in it.rhs), p,
-                              it.label)
+            return A.RevSides(it.lhs.buffer(layout), it.accum,
+                              tuple(r.buffer(layout) for r in it.rhs), p, it.label)
         case AccumItem():
             p = table[it.record]
             if it.slots is not None:
                 p = _view(p, it)
-            p = _shift_into_margins(p, it)
-            return A.Accum(it.lhs.buffer(), it.accum, it.initialize_neutral, it.expr,
-                           tuple(r.buffer() for r in it.rhs), p, it.label,
-                           tuple(_margins(r) for r in it.rhs), _margin_value(it))
+            p = _shift_into_margins(p, it, layout)
+            return A.Accum(it.lhs.buffer(layout), it.accum, it.initialize_neutral, it.expr,
+                           tuple(r.buffer(layout) for r in it.rhs), p, it.label,
+                           tuple(_margins(r, layout) for r in it.rhs), _margin_value(it))
         case FetchItem(node=n, op=op):
-            return A.Fetch(n.buffer(), op.resolve() if isinstance(op, EmbedDim) else op,
-                           _margins(n))
+            return A.Fetch(n.buffer(layout), op.resolve() if isinstance(op, EmbedDim) else op,
+                           _margins(n, layout))
         case CheckItem(symbol=s, tensor=t, code=c):
             return A.CheckStatic(s, t.dims()[0], c)
         case VecItem(lhs=lhs, op=op, rhs=rhs, length=n, label=label):
-            return A.VecSet(lhs.buffer(), op, rhs.buffer(), n, label)
+            return A.VecSet(lhs.buffer(layout), op, rhs.buffer(layout), n, label)
         case _:
             assert_never(it)
 
@@ -223,22 +249,22 @@ def _margin_value(it: AccumItem) -> float | None:
     return None
 
 
-def _margins(ref: NodeRef) -> padding.Margins:
-    """The frozen margins of a reference's buffer; () when unpadded."""
-    m = ref.tensor.base().margins
-    return () if m is None or not any(lo or hi for lo, hi in m) else m
+def _margins(ref: NodeRef, layout: Mapping[int, Margins]) -> Margins:
+    """The margins of a reference's buffer in the layout; () when unpadded."""
+    return layout.get(buffer_id(ref.tensor, ref.kind), ())
 
 
-def _shift_into_margins(p: A.Projections, it: AccumItem) -> A.Projections:
+def _shift_into_margins(p: A.Projections, it: AccumItem,
+                        layout: Mapping[int, Margins]) -> A.Projections:
     """Index maps over buffers: a padded axis's index moves right by its left margin, dims
     are the buffer's (the logical shape plus the margins)."""
     refs = (it.lhs, *it.rhs)
-    if not any(_margins(r) for r in refs):
+    if not any(_margins(r, layout) for r in refs):
         return p
     maps = []
     for i, ref in enumerate(refs):
         index, dims = p.slot(i)
-        m = _margins(ref)
+        m = _margins(ref, layout)
         if m:
             index = tuple(_shift(ix, lo) for ix, (lo, _) in zip(index, m, strict=True))
             dims = padding.padded_dims(dims, m)
@@ -336,10 +362,10 @@ def with_escaping(code: Code, opts: Options) -> Options:
     keep = set(opts.keep)
     constants: dict[int, float] = dict(opts.constants)
     for t in held_out(code.tensors()):
-        keep.update((2 * t.id, 2 * t.id + 1))  # its value and grad buffers
-        if t.init is Init.CONST and isinstance(t.init_value, float) and 2 * t.id not in \
+        keep.update(buffer_ids(t))  # its value and grad buffers
+        if t.init is Init.CONST and isinstance(t.init_value, float) and buffer_id(t) not in \
                 opts.no_fold:
-            constants[2 * t.id] = t.init_value
+            constants[buffer_id(t)] = t.init_value
     return dataclasses.replace(opts, keep=frozenset(keep),
                                constants=tuple(sorted(constants.items())))
 
@@ -395,7 +421,8 @@ STAGES: tuple[Stage, ...] = (
 @dataclass(frozen=True, slots=True)
 class Lowered:
     """What a backend and a routine need: the loop program, the assignments it came from
-    (for the read/write sets) and the held-out tensors to initialize first."""
+    (for the read/write sets), the held-out tensors to initialize first; and what the
+    pipeline decided that the caller keeps: the projections and the buffers' layout."""
 
     prog: LoopProgram
     asgn: A.Asgn
@@ -403,6 +430,10 @@ class Lowered:
     trace: tuple[tuple[str, Any], ...]  #: each stage's name and output, in order
     virtual: frozenset[int] = frozenset()  #: buffers virtualized (computed inline)
     folded: frozenset[int] = frozenset()  #: constant buffers folded into expressions
+    #: the projections of every operation the code reads (`ProjectedCode.projections`)
+    projections: Mapping[OpRecord, A.Projections] = field(default_factory=dict)
+    #: buffer id -> margins of every buffer the code touches (`ProjectedCode.layout`)
+    layout: Mapping[int, Margins] = field(default_factory=dict)
 
 
 def checking() -> bool:
@@ -426,8 +457,10 @@ def run(code: Code, opts: Options) -> Lowered:
             if stage.verify is not None and checking():
                 stage.verify(ir)
             trace.append((stage.name, ir))
-    return Lowered(ir, dict(trace)["simplify"], held_out(code.tensors()), tuple(trace),
-                   virtual, folded)
+    out = dict(trace)
+    projected: ProjectedCode = out["projections"]
+    return Lowered(ir, out["simplify"], held_out(code.tensors()), tuple(trace), virtual, folded,
+                   projected.projections, projected.layout)
 
 
 def render(code: Code, backend: Any, opts: Options) -> str:

@@ -29,7 +29,7 @@ from ..infer.shape import Shape
 from ..lowering.assignments import RangeOverOffsets
 from ..lowering.loop_ir import Precision, VecUnOp, vec_length
 from .builders import accum, prim
-from .node import Code, FetchItem, Init, NodeRef, Tensor, VecItem, no_grad
+from .node import Code, FetchItem, Init, NodeKind, NodeRef, Tensor, VecItem, no_grad
 
 #: range offsets are exact in the routine's float precision up to this many words
 _EXACT_COUNTERS = {Precision.FLOAT32: 1 << 24, Precision.FLOAT64: 1 << 53}
@@ -89,10 +89,10 @@ def random_init(p: Tensor, seed: int, precision: Precision, low: float = -1.0,
         hashed = _leaf("threefry_words", (m,), words=True)
         unif = _like("uniform", p)
         code = (accum(sub_key, "=:", prim("threefry4x32", self_id, rseed))
-                + Code((FetchItem(NodeRef(offsets, "value"), RangeOverOffsets()),))
+                + Code((FetchItem(NodeRef(offsets, NodeKind.VALUE), RangeOverOffsets()),))
                 + accum(hashed, "=:", prim("threefry4x32", sub_key, offsets))
-                + Code((VecItem(NodeRef(unif, "value"), VecUnOp.UINT4X32_TO_PREC_UNIFORM,
-                                NodeRef(hashed, "value"), per_word, "uint4x32_to_prec_uniform"),))
+                + Code((VecItem(NodeRef(unif, NodeKind.VALUE), VecUnOp.UINT4X32_TO_PREC_UNIFORM,
+                                NodeRef(hashed, NodeKind.VALUE), per_word, "uint4x32_to_prec_uniform"),))
                 + accum(p, "=:", prim("add", prim("mul", unif, float(high - low)),
                                       float(low))))
     return RandomInit(code, ((self_id, self_id_words(key)), (rseed, seed_words(seed))))

@@ -10,7 +10,7 @@ import numpy as np
 
 from . import validate
 from .node import Tensor
-from .pipeline import close_tensors, init_deps
+from .pipeline import close_tensors
 
 
 def summary(t: Tensor) -> str:
@@ -20,8 +20,7 @@ def summary(t: Tensor) -> str:
     Example: ``print(oc.summary(loss))``.
     """
     validate.check_tensor("summary", "t", t)
-    deps = [s for u in t.subgraph() for s in (u, *init_deps(u))]
-    close_tensors(list({s.id: s for s in deps}.values()))
+    close_tensors([t], dependencies=True)
     rows = [(_name(p), p.shape.describe(), int(np.prod(p.dims()))) for p in t.params()]
     head = ("param", "shape", "elements")
     w0 = max([len(head[0]), *(len(r[0]) for r in rows)])

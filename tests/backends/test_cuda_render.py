@@ -33,7 +33,7 @@ from ocannl_ast.lowering.loop_ir import (
 )
 from ocannl_ast.tensor import pipeline
 from ocannl_ast.tensor.context import Context, as_code
-from ocannl_ast.tensor.node import concat
+from ocannl_ast.tensor.initialization import init_order, init_plan
 
 
 def _nvrtc_or_skip() -> None:
@@ -182,7 +182,7 @@ def test_moons_step_and_conv_compile_to_ptx() -> None:
     _ptx_clean("conv", oc.render(y.forward, backend="cuda"))
     ctx = Context()  # the params' init routine (threefry on the device) too
     _, _, held = ctx.lower_code(case["code"])
-    init = concat(ctx._init_one(t) for t in ctx._init_order(held))
+    init = init_plan(init_order(held, ctx.initialized), ctx.precision).code
     prog, _, _ = ctx.lower_code(init, name="init")
     assert "ocannl_vec_uniform_f" in render_cuda(prog)  # seed 001's expression
     _ptx_clean("init", render_cuda(prog))

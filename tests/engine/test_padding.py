@@ -161,7 +161,7 @@ def test_two_readers_of_different_widths_share_the_larger_margins() -> None:
     s = a + b
     ctx = oc.Context(precision="float64")
     got = ctx.eval(s)
-    assert x.buffer().dims == (11,)  # margins (2, 2): the 5-wide reader's
+    assert x.value.buffer(ctx.layout).dims == (11,)  # margins (2, 2): the 5-wide reader's
     np.testing.assert_allclose(ctx.get(x), x0)  # the host view is unpadded
     want = conv1d_ref(x0, w3, 1, 1, True) + conv1d_ref(x0, w5, 1, 1, True)
     np.testing.assert_allclose(got, want, rtol=1e-12)

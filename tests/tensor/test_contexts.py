@@ -92,7 +92,7 @@ def test_default_context_per_precision() -> None:
     assert a32.dtype == np.float32 and a64.dtype == np.float64
     # seed 001's unpack is precision-dependent (4 uniforms per word in float32, 2 in
     # float64): each precision's stream is its own, both the NumPy reference's
-    from ocannl_ast.tensor.context import _seed
+    from ocannl_ast.tensor.seed import _seed
     from ocannl_ast.tensor.random_init import reference_values
     assert p.init_key is not None
     np.testing.assert_array_equal(a32, reference_values(p.init_key, _seed[0], (3,), "float32"))

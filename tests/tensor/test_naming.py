@@ -152,7 +152,7 @@ def test_threads_start_at_top_level() -> None:
 def test_default_init_is_keyed_by_the_unique_name() -> None:
     """Two params both declared `w` (two linear layers) get different values; the same
     program gives the same values whatever was created before it, up to the names."""
-    from ocannl_ast.tensor.context import _seed
+    from ocannl_ast.tensor.seed import _seed
     from ocannl_ast.tensor.random_init import reference_values
 
     y = two_layers(_x())

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import ocannl_ast as oc
-from ocannl_ast.tensor.context import _seed
+from ocannl_ast.tensor.seed import _seed
 from ocannl_ast.tensor.random_init import reference_values
 
 

@@ -67,11 +67,15 @@ def test_static_arguments_are_bound_by_their_own_pass() -> None:
 
 
 def test_projections_are_derived_once_per_operation() -> None:
+    """The stage returns what it derived; a caller passing it back is not derived again
+    (a context does so), and nothing is kept on the graph."""
     y = _mlp()
-    first = pipeline.run(y.forward, pipeline.Options("a")).trace[1][1]
-    again = pipeline.run(y.forward, pipeline.Options("b")).trace[1][1]
+    first = pipeline.run(y.forward, pipeline.Options("a"))
+    again = pipeline.run(y.forward, pipeline.Options("b", projections=first.projections))
     assert first.projections and all(again.projections[r] is p
                                       for r, p in first.projections.items())
+    fresh = pipeline.run(y.forward, pipeline.Options("c"))
+    assert all(fresh.projections[r] is not p for r, p in first.projections.items())
 
 
 def _corrupting_simplify(asgn: A.Asgn, opts: pipeline.Options) -> A.Asgn:

@@ -98,7 +98,7 @@ def _common_slot(operands: list[Tensor]) -> int | None:
 
 def alias(ref: NodeRef) -> Tensor:
     """A non-differentiable tensor viewing a node (how @cd sub-expressions read v1, g, ...)."""
-    t = Tensor(f"{ref.tensor.label}.{ref.kind}", ref.tensor.shape, Init.ALIAS)
+    t = Tensor(f"{ref.tensor.label}.{ref.kind.value}", ref.tensor.shape, Init.ALIAS)
     t.alias_of = NodeRef(ref.tensor, ref.kind)
     t.slot = ref.slot
     t.forward_root = False

@@ -18,7 +18,7 @@ from ...lowering import assignments as A
 from .. import validate
 from ..builders import accum
 from ..leaves import literal_array
-from ..node import Code, EmbedDim, FetchItem, Init, NodeRef, StaticIndex, Tensor
+from ..node import Code, EmbedDim, FetchItem, Init, NodeKind, NodeRef, StaticIndex, Tensor
 
 #: constant_fill unrolls one store per cell: beyond this, use oc.ndarray (data held out)
 MAX_UNROLLED = 4096
@@ -57,7 +57,7 @@ def constant_fill(values: Any, *, batch_axes: int = 0, input_axes: int = 0,
                   input_dims=d[nb + no:])
     vals = tuple(float(v) for v in np.ascontiguousarray(arr).reshape(-1))
     op: A.FetchOp = A.ConstantValues(vals) if vals else A.ConstantFill(0.0)
-    return _owns(t, Code((FetchItem(NodeRef(t, "value"), op),)))
+    return _owns(t, Code((FetchItem(NodeRef(t, NodeKind.VALUE), op),)))
 
 
 def range_over_offsets(*, batch_dims: DimsArg = None, output_dims: DimsArg = None,
@@ -74,7 +74,7 @@ def range_over_offsets(*, batch_dims: DimsArg = None, output_dims: DimsArg = Non
                        input_dims, batch_dims, None)
     t = _computed(label or "range_over_offsets", batch_dims=batch_dims,
                   output_dims=output_dims, input_dims=input_dims)
-    return _owns(t, Code((FetchItem(NodeRef(t, "value"), A.RangeOverOffsets()),)))
+    return _owns(t, Code((FetchItem(NodeRef(t, NodeKind.VALUE), A.RangeOverOffsets()),)))
 
 
 def embed_self_id(*, label: str | None = None) -> Tensor:
@@ -88,7 +88,7 @@ def embed_self_id(*, label: str | None = None) -> Tensor:
     """
     validate.check_str("embed_self_id", "label", label, optional=True)
     t = _computed(label or "embed_self_id")
-    return _owns(t, Code((FetchItem(NodeRef(t, "value"), A.ConstantFill(float(t.id))),)))
+    return _owns(t, Code((FetchItem(NodeRef(t, NodeKind.VALUE), A.ConstantFill(float(t.id))),)))
 
 
 def embed_symbol(index: StaticIndex, *, label: str | None = None) -> Tensor:
@@ -123,5 +123,5 @@ def embed_dim(tensor: Any, kind: str = "output", axis: int = -1, *,
     validate.check_str("embed_dim", "label", label, optional=True)
     t = _computed(label or f"dim_{tensor.label}")
     op = EmbedDim(tensor, kind, int(axis), user_span())
-    return _owns(t, Code((FetchItem(NodeRef(t, "value"), op),)))
+    return _owns(t, Code((FetchItem(NodeRef(t, NodeKind.VALUE), op),)))
 

@@ -1,0 +1,87 @@
+"""Initialization of held-out tensors (params, constants, persistent nodes), once per
+context: in which order (each after the held-out tensors its initializer reads) and with
+what (init code to compile, host data to set, threefry words to embed). Pure: the context
+applies the plan. Input: tensors and the ids a context initialized. Output: an `InitPlan`."""
+
+from __future__ import annotations
+
+from collections.abc import Container, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import RuntimeDataError
+from ..lowering import assignments as A
+from ..lowering.loop_ir import Precision
+from .node import Code, FetchItem, Init, NodeKind, NodeRef, Tensor, concat
+from .pipeline import close_tensors, held_out, init_deps
+from .random_init import random_init
+from .seed import current_seed
+
+Words = tuple[int, int, int, int]
+
+
+@dataclass(frozen=True, slots=True)
+class InitPlan:
+    """How to initialize some tensors: set `data` first, then `words`, then run `code`."""
+
+    code: Code  #: init code, compiled into one routine
+    data: tuple[tuple[Tensor, np.ndarray], ...]  #: host values to set (`oc.ndarray` inits)
+    words: tuple[tuple[Tensor, Words], ...]  #: word constants, embedded exactly (seed 001)
+
+
+def is_term(t: Tensor) -> bool:
+    """Data the caller sets (`oc.term`): held out with nothing to initialize it from."""
+    return t.init is Init.CONST and t.init_value is None and t.alias_of is None
+
+
+def init_order(tensors: Sequence[Tensor], initialized: Container[int]) -> list[Tensor]:
+    """The tensors to initialize (those not in `initialized`), each after the held-out
+    tensors its init reads. Terms are left out; a tensor initialized from a term that has no
+    value is an error."""
+    order: dict[int, Tensor] = {}
+
+    def visit(t: Tensor, reader: Tensor | None) -> None:
+        if t.id in initialized or t.id in order:
+            return
+        if is_term(t):
+            if reader is not None:
+                raise RuntimeDataError(
+                    f"'{reader.label}' is initialized from '{t.label}', which has no "
+                    "value in this context: set it with ctx.set(...) first")
+            return
+        for d in held_out(init_deps(t, transitive=False)):
+            visit(d, t)
+        order[t.id] = t
+
+    for t in tensors:
+        visit(t, None)
+    return list(order.values())
+
+
+def init_plan(todo: Sequence[Tensor], precision: Precision) -> InitPlan:
+    """The initialization of these tensors (in this order) under the current seed."""
+    codes: list[Code] = []
+    data: list[tuple[Tensor, np.ndarray]] = []
+    words: list[tuple[Tensor, Words]] = []
+    for t in todo:
+        buf = NodeRef(t, NodeKind.VALUE)
+        v = t.init_value
+        if t.init is Init.NODE:
+            codes.append(Code((FetchItem(buf, A.ConstantFill(0.0)),)))
+        elif isinstance(v, Tensor):
+            codes.append(t.init_code)
+        elif isinstance(v, int | float):
+            codes.append(Code((FetchItem(buf, A.ConstantFill(float(v))),)))
+        elif isinstance(v, np.ndarray):
+            close_tensors([t])
+            data.append((t, v.reshape(t.dims()) if v.size == int(np.prod(t.dims())) else v))
+        elif v is None and t.init is Init.PARAM:
+            close_tensors([t])
+            init = random_init(t, current_seed(), precision)
+            words.extend(init.words)
+            codes.append(init.code)
+        else:
+            raise RuntimeDataError(f"'{t.label}' has no value: set it with ctx.set(...) "
+                                   "before running code that reads it")
+    return InitPlan(concat(codes), tuple(data), tuple(words))
