@@ -6,7 +6,6 @@ updates, @cd results) and host data. Output: Routines (`routine`); NumPy arrays.
 
 from __future__ import annotations
 
-import itertools
 import os
 import threading
 from collections.abc import Sequence
@@ -24,7 +23,6 @@ from .initialization import init_order, init_plan
 from .node import Code, NodeKind, NodeRef, OpRecord, Tensor, buffer_id, concat, node_owner
 from .routine import Routine
 
-_routine_ids = itertools.count(1)
 _defaults_lock = threading.Lock()
 _defaults: dict[tuple[str, str], Context] = {}
 
@@ -163,8 +161,7 @@ class Context:
         with self.lock:
             if tensor.id not in self._evals:
                 code = tensor.forward_all()
-                self._evals[tensor.id] = (self.compile(code, name=f"eval_{tensor.id}",
-                                                       keep=[tensor])
+                self._evals[tensor.id] = (self._compile(code, "eval", True, keep=[tensor])
                                           if code.items else None)
             routine = self._evals[tensor.id]
             if routine is not None:
@@ -181,15 +178,20 @@ class Context:
         """One backend routine for the whole code sequence. Intermediates it reads once
         are computed inline (virtualized) unless the caller holds them (`tensor.escape`),
         they are in `keep` (values, or `t.grad`), another routine of this context reads
-        them, or `get` read them here."""
+        them, or `get` read them here. Without a `name`, the routine is named by what it
+        computes (`routine_<digest>`): rebuilding the same program reuses its compiled code."""
         validate.check_str("Context.compile", "name", name, optional=True)
         for k in keep:
             validate.check_tensor("Context.compile", "keep", k, refs=True)
+        return self._compile(code, name or "routine", name is None, keep)
+
+    def _compile(self, code: Any, name: str, content_named: bool,
+                 keep: Sequence[Tensor | NodeRef] = ()) -> Routine:
         with self.lock:
             code = as_code(code)
             self.escaping.update(_buffer_id(_ref_of(k)) for k in keep)
             held = frozenset(user_held())
-            routine = Routine(self, code, name or f"routine_{next(_routine_ids)}", held)
+            routine = Routine(self, code, name, held, content_named=content_named)
             self.escaping.update(routine.needs)
             for r in self.routines:
                 if routine.needs & r.virtual:
@@ -228,14 +230,15 @@ class Context:
                    ) -> tuple[LoopProgram, A.Asgn, list[Tensor]]:
         """Run the compile pipeline (`tensor.pipeline`): close shapes, derive projections,
         build and simplify the assignments, lower to loop IR, virtualize, bind statics."""
-        out = self.lowered(as_code(code), name or f"routine_{next(_routine_ids)}")
+        out = self.lowered(as_code(code), name or "routine", content_named=name is None)
         return out.prog, out.asgn, out.held_out
 
-    def lowered(self, code: Code, name: str, keep: frozenset[int] = frozenset()
-                ) -> pipeline.Lowered:
+    def lowered(self, code: Code, name: str, keep: frozenset[int] = frozenset(), *,
+                content_named: bool = False) -> pipeline.Lowered:
         """The pipeline's output for `code`, keeping what this context must keep and the
-        buffers in `keep`."""
-        opts = pipeline.Options(name, self.precision, keep=frozenset(self.escaping) | keep,
+        buffers in `keep` (named `name`, or `name_<digest>` when `content_named`)."""
+        opts = pipeline.Options(name, self.precision, content_named=content_named,
+                                keep=frozenset(self.escaping) | keep,
                                 no_fold=frozenset(self.user_set),
                                 fusion_limit=self.backend.fusion_limit,
                                 layout=self.layout, projections=self.projections)
@@ -282,7 +285,7 @@ class Context:
                 arr.view(np.uint32)[:4] = value
                 self.backend.host_written(arr)
             if plan.code.items:
-                self.compile(plan.code, name=f"init_{next(_routine_ids)}").run_unchecked()
+                self._compile(plan.code, "init", True).run_unchecked()
             for t in todo:
                 self.initialized.add(t.id)
                 self.available.add(buffer_id(t))

@@ -22,6 +22,7 @@ from ..infer.projections import derive_projections as derive_record_projections
 from ..infer.relations import logic_name
 from ..lowering import assignments as A
 from ..lowering.coupled import check_cover
+from ..lowering.digest import content_name
 from ..lowering.loop_ir import CONTRACTION_MIN_WORK, IndexExpr, LoopProgram, Precision
 from ..lowering.lower import NEUTRAL, lower
 from ..lowering.simplify import fold_zero_fills
@@ -51,7 +52,7 @@ lowering_lock = threading.RLock()
 class Options:
     """What the passes need besides their input IR."""
 
-    name: str  #: the routine's name
+    name: str  #: the routine's name, or the stem of it when `content_named`
     precision: Precision = Precision.FLOAT32
     #: inline single-use pointwise intermediates and fold constants (None: the
     #: OCANNL_AST_VIRTUALIZE environment variable, on unless it is "0")
@@ -70,6 +71,10 @@ class Options:
     layout: Mapping[int, Margins] = field(default_factory=dict)
     #: projections the caller derived before (they never change once shapes are closed)
     projections: Mapping[OpRecord, A.Projections] = field(default_factory=dict)
+    #: name the routine `<name>_<digest of the program>` (`lowering.digest`): the same
+    #: program gets the same name, hence the same source and compile-cache entry, whatever
+    #: the process built before
+    content_named: bool = False
 
 
 # ---- pass 1: close shapes (Code -> Code) -------------------------------------------------
@@ -378,6 +383,16 @@ def bind_statics(prog: LoopProgram, opts: Options) -> LoopProgram:
     return LoopProgram(prog.name, prog.buffers, statics, prog.body, prog.precision)
 
 
+# ---- pass 8: name (LoopProgram -> LoopProgram) ----------------------------------------------
+
+def name_program(prog: LoopProgram, opts: Options) -> LoopProgram:
+    """The routine's final name: `opts.name`, or with `content_named` that stem and a digest
+    of what the program computes (never a process counter or a tensor id)."""
+    if not opts.content_named:
+        return prog
+    return dataclasses.replace(prog, name=content_name(opts.name, prog))
+
+
 # The verifiers run only with OCANNL_AST_CHECK=1: imported then, not with the package.
 
 
@@ -415,6 +430,7 @@ STAGES: tuple[Stage, ...] = (
     Stage("inline", inline_loops),                              # LoopProgram -> Decided
     Stage("fuse_epilogue", fuse_epilogue_loops),                # LoopProgram -> Decided
     Stage("bind_statics", bind_statics, _verify_loops),         # LoopProgram -> LoopProgram
+    Stage("name", name_program),                                # LoopProgram -> LoopProgram
 )
 
 

@@ -36,7 +36,8 @@ class Host(Protocol):
     @property
     def arrays_epoch(self) -> int: ...
 
-    def lowered(self, code: Code, name: str, keep: frozenset[int] = ...) -> Lowered: ...
+    def lowered(self, code: Code, name: str, keep: frozenset[int] = ..., *,
+                content_named: bool = ...) -> Lowered: ...
 
     def adopt(self, out: Lowered, routine: str) -> None: ...
 
@@ -58,17 +59,21 @@ class Routine:
     """
 
     def __init__(self, ctx: Host, code: Code, name: str,
-                 held: frozenset[int] = frozenset()) -> None:
+                 held: frozenset[int] = frozenset(), *, content_named: bool = False) -> None:
         self.ctx = ctx
         self.code = code
-        self.name = name
+        self.stem = name  #: the name given, or the stem of a content-derived one
+        self.content_named = content_named
+        self.name = name  #: the compiled program's name (`stem_<digest>` when content-named)
         self.held = held  #: buffer ids of the tensors the caller held when compiling
         self._build()
 
     def _build(self) -> None:
         """Lower and compile the code, keeping what the context must keep."""
-        out = self.ctx.lowered(self.code, self.name, self.held)
+        out = self.ctx.lowered(self.code, self.stem, self.held,
+                               content_named=self.content_named)
         self.prog = out.prog
+        self.name = out.prog.name
         self.compiled = compiled = self.ctx.backend.compile(out.prog)
         self.held_out = out.held_out
         self.ctx.adopt(out, self.name)
