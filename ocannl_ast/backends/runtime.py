@@ -1,14 +1,15 @@
 """Runtime of compiled routines: cffi loading (ABI mode), argument validation, calls.
 
 Stage: after compiling. Input: a shared object and its routine's declaration. Output: a
-`CompiledRoutine` called with NumPy arrays: each array is checked (dtype, size, C order,
-writeable where written, no aliasing of written buffers) before C ever sees it.
+`CRoutine` (a `protocol.CompiledRoutine`) called with NumPy arrays: each array is checked
+(dtype, size, C order, writeable where written, no aliasing of written buffers) before C
+ever sees it.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, assert_never
@@ -16,6 +17,7 @@ from typing import Any, assert_never
 import cffi
 import numpy as np
 
+from ocannl_ast.backends.protocol import Entry
 from ocannl_ast.errors import BackendError, RuntimeDataError
 from ocannl_ast.lowering.loop_ir import (
     Buffer,
@@ -70,8 +72,9 @@ def load(so_path: Path, cdef: str) -> tuple[cffi.FFI, Any]:
     return _LOADED[key]
 
 
-class CompiledRoutine:
-    """A loaded C routine. Call it with one C-contiguous array per buffer, then static ints.
+class CRoutine:
+    """A loaded C routine (a `protocol.CompiledRoutine`). Call it with one C-contiguous
+    array per buffer, then static ints.
 
     Example: ``compile_c(prog)([c, a, b])`` runs ``prog`` on NumPy arrays in place.
     The C entry point takes one table of buffer pointers and one array of static ints. The
@@ -113,7 +116,7 @@ class CompiledRoutine:
         self._dtype = NUMPY_DTYPE[prog.precision]
         self._buffers = prog.buffers
         self._sizes = tuple(cell_elems(b, prog.precision) for b in prog.buffers)
-        self._written = tuple(b in _written_buffers(prog.body) for b in prog.buffers)
+        self._written = tuple(b in written_buffers(prog.body) for b in prog.buffers)
         self._n_static = len(prog.static_args)
         self._checks = dict(library.checks)
         self._table = ffi.new(f"{library.c_type} *[]", max(1, len(prog.buffers)))
@@ -161,7 +164,7 @@ class CompiledRoutine:
         if code != 0:
             raise self._failed(code)
 
-    def entry(self) -> tuple[Any, Any, Any, Callable[[int], RuntimeDataError]]:
+    def entry(self) -> Entry:
         """``(fn, table, statics, failed)`` for a caller's own leanest call of the bound
         arrays (`bound`), holding the routine's lock: store the static ints into `statics`,
         ``code = fn(table, statics)``, and raise ``failed(code)`` when code is nonzero."""
@@ -228,14 +231,15 @@ class CompiledRoutine:
         return BackendError(f"routine {self.name}: buffer {buf.name!r} needs {want}; got {got}")
 
 
-def _written_buffers(s: Stmt) -> set[Buffer]:
+def written_buffers(s: Stmt) -> set[Buffer]:
+    """The buffers `s` writes (a routine must get writeable arrays for them)."""
     match s:
         case Noop() | Comment() | DeclLocal() | SetLocal() | CheckIndex():
             return set()
         case Seq(stmts=stmts):
-            return set().union(*(_written_buffers(x) for x in stmts))
+            return set().union(*(written_buffers(x) for x in stmts))
         case ForLoop(body=body):
-            return _written_buffers(body)
+            return written_buffers(body)
         case SetCell(buffer=buf) | Fill(buffer=buf) | SetFromVec(buffer=buf):
             return {buf}
         case _:
