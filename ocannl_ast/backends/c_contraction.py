@@ -1,7 +1,7 @@
 """Contraction kernels for the C backend: recognise a matmul-class loop nest in the loop IR
 and render it as a call to the packed, register-blocked GEMM of `c_contraction_kernel`.
 
-Stage: rendering (hooked into `c_backend._CRenderer.for_loop`). Input: a `ForLoop` of a
+Stage: rendering (hooked into `c_renderer.CRenderer.for_loop`). Input: a `ForLoop` of a
 verified `LoopProgram`. Recognised nests (`x`, `y` the two factors, `c` the result):
 
 - ``for outer: { acc = 0; for red: acc = acc + x[..] * y[..]; c[..] = acc }``, the store
@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from ocannl_ast.backends.c_contraction_kernel import kernel_c
-from ocannl_ast.backends.c_syntax import CSyntax
+from ocannl_ast.backends.c_syntax import CSyntax, Word
 from ocannl_ast.errors import BackendError
 from ocannl_ast.lowering.loop_ir import (
     C_KERNEL_MIN_WORK,
@@ -62,7 +62,7 @@ OOM_CODE = 1_000_001
 _MAX_GROUP = 8  # symbols per M / N / K group (the C side's table size)
 
 class Renderer(Protocol):
-    """What the kernel hook needs of `c_backend._CRenderer`."""
+    """What the kernel hook needs of `c_renderer.CRenderer`."""
 
     prog: LoopProgram
     syntax: CSyntax
@@ -290,7 +290,7 @@ class KernelUse:
     parallel: bool = False
 
     def definitions(self, words: dict[str, str]) -> list[str]:
-        return kernel_c(words["T"], words["p"]) if self.calls else []
+        return kernel_c(words[Word.TYPE], words[Word.SUFFIX]) if self.calls else []
 
     def flags(self) -> tuple[str, ...]:
         return ("-fopenmp",) if self.parallel else ()
@@ -360,7 +360,8 @@ def _call_text(r: Renderer, p: Plan, name: str, nthreads: int, depth: int) -> li
         inner += 1
     args = ", ".join([_base(r, p.x, p), _base(r, p.x2, p), _base(r, p.y, p), _base(r, p.y2, p),
                       _base(r, p.c.out, p), str(int(p.c.accumulate)), str(nthreads), name])
-    lines.append(f"{'  ' * inner}if (ocannl_mm_run_{r.words['p']}({args})) return {OOM_CODE};")
+    run = f"ocannl_mm_run_{r.words[Word.SUFFIX]}"
+    lines.append(f"{'  ' * inner}if ({run}({args})) return {OOM_CODE};")
     for level in range(inner - 1, depth, -1):
         lines.append("  " * level + "}")
     return [*lines, pad + "}"]

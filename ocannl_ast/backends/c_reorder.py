@@ -3,7 +3,7 @@
 output loops, accumulating into a stack array, so that the innermost loop runs over an
 output axis (independent cells: it vectorizes) instead of an in-order scalar fold.
 
-Stage: rendering (hooked into `c_backend._CRenderer.for_loop`, after the contraction
+Stage: rendering (hooked into `c_renderer.CRenderer.for_loop`, after the contraction
 kernels). Input: a `ForLoop` of a verified `LoopProgram`. Output: C text
 
     { T L[n]; for out: L[o] = init; for red: for out: L[o] = f(L[o], ..);
@@ -14,7 +14,8 @@ Every output cell sees the same operations on the same values in the same order 
 (old loops kept) unless: the nest has exactly that form; the local array has `MIN_CELLS`
 .. `MAX_CELLS` cells; the reduction runs at least `MIN_REDUCE` iterations; neither `init`
 nor `f` reads the stored buffer nor any scalar local other than `acc`; every read in `f`
-steps by 0 or 1 element along the innermost output loop. ``OCANNL_AST_REORDER=0`` turns it off. Plain C only (CUDA: one thread per cell).
+steps by 0 or 1 element along the innermost output loop. ``OCANNL_AST_REORDER=0`` turns it
+off; so does a dialect without `reorder_loops` (CUDA: one thread per cell).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import os
 from dataclasses import replace
 from typing import Protocol
 
-from ocannl_ast.backends.c_syntax import CSyntax
+from ocannl_ast.backends.c_syntax import CSyntax, Word
 from ocannl_ast.lowering.loop_ir import (
     Buffer,
     Expr,
@@ -50,7 +51,7 @@ MIN_REDUCE = 8
 
 
 class Renderer(Protocol):
-    """What the reordering hook needs of `c_backend._CRenderer`."""
+    """What the reordering hook needs of `c_renderer.CRenderer`."""
 
     prog: LoopProgram
     syntax: CSyntax
@@ -128,7 +129,7 @@ def render(r: Renderer, loop: ForLoop, depth: int, out: list[str]) -> bool:
     note = (f"reduction over {'x'.join(str(e) for _, e in red.reduce)} hoisted outside its "
             f"{'x'.join(map(str, dims))} output cells")
     out += [f"{pad}/* {note} */", pad + "{",
-            f"{pad}  {r.words['T']} {local.name}[{math.prod(dims)}];"]
+            f"{pad}  {r.words[Word.TYPE]} {local.name}[{math.prod(dims)}];"]
     _nest(r, red.outer, SetCell(local, index, red.init), depth + 1, out)
     step = SetCell(local, index, _subst(red.step, red.acc, acc))
     _nest(r, (*red.reduce, *red.outer), step, depth + 1, out)

@@ -4,8 +4,10 @@ operator templates, helpers, loops, the threefry generator).
 `CSyntax` holds every spelling as an attribute or method, so a dialect of C (CUDA, say)
 subclasses it and overrides what differs: type names, the kernel/helper qualifiers,
 `restrict`, math spellings (`ops`), or how a loop header, parameter or fill is written
-(like tinygrad's CStyleLanguage/CUDARenderer or OCANNL's c_syntax.ml config). The renderer
-(`c_backend`) walks the IR and asks the dialect for text.
+(like tinygrad's CStyleLanguage/CUDARenderer or OCANNL's c_syntax.ml config). Its
+capability fields (`contraction_kernels`, `reorder_loops`, `fusion_limit`, ...) say what the
+renderer may do beyond spelling each statement. The renderer (`c_renderer.CRenderer`) walks
+the IR and asks the dialect for text.
 """
 
 from __future__ import annotations
@@ -14,17 +16,34 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 import numpy as np
 
 from ocannl_ast.backends import c_uint4x32
-from ocannl_ast.lowering.loop_ir import BinOp, Precision, TernOp, UnOp
+from ocannl_ast.lowering.loop_ir import (
+    C_KERNEL_MIN_WORK,
+    BinOp,
+    Precision,
+    TernOp,
+    UnOp,
+)
 from ocannl_ast.lowering.threefry import KS_PARITY, ROTATIONS, ROUNDS
 
 # ---- spellings ---------------------------------------------------------------------
-# Placeholders: {0} {1} {2} operands; {T} the C type; {f} the libm suffix ("f" or "");
-# {p} the helper suffix ("f" or "d"); {z} and {o} the literals 0 and 1 of type {T}; {U} the
-# unsigned integer type of the same width; {Q} the helper qualifier ("static inline").
+
+
+class Word(StrEnum):
+    """The placeholders of the spelling templates besides the operands ``{0} {1} {2}``:
+    ``"(({type})({0} < {1}))"``. `CSyntax.words` gives each its text for a precision."""
+
+    TYPE = "type"  #: the C element type ("float", "double")
+    LIBM = "libm"  #: the libm suffix of that type ("f" or "")
+    SUFFIX = "suffix"  #: the suffix of our helpers' names ("f" or "d")
+    ZERO = "zero"  #: the literal 0 of the type ("0.0f")
+    ONE = "one"  #: the literal 1 of the type ("1.0f")
+    UINT = "uint"  #: the unsigned integer type of the same width ("uint32_t")
+    QUALIFIER = "qualifier"  #: of helper definitions ("static inline")
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,40 +55,40 @@ class Spelling:
 OPS: dict[UnOp | BinOp | TernOp, Spelling] = {
     UnOp.IDENTITY: Spelling("{0}"),
     UnOp.NEG: Spelling("(-{0})"),
-    UnOp.RELU: Spelling("ocannl_max_{p}({0}, {z})", "max"),  # NaN propagates, as np.maximum
-    UnOp.EXP: Spelling("exp{f}({0})"),
-    UnOp.LOG: Spelling("log{f}({0})"),
-    UnOp.TANH: Spelling("tanh{f}({0})"),
-    UnOp.SIN: Spelling("sin{f}({0})"),
-    UnOp.COS: Spelling("cos{f}({0})"),
-    UnOp.SQRT: Spelling("sqrt{f}({0})"),
-    UnOp.RECIP: Spelling("({o} / {0})"),
-    UnOp.NOT: Spelling("(({T})({0} == {z}))"),
-    UnOp.SIGN: Spelling("ocannl_sign_{p}({0})", "sign"),
-    UnOp.SAT01: Spelling("ocannl_sat01_{p}({0})", "sat01"),
-    UnOp.EXP2: Spelling("exp2{f}({0})"),
-    UnOp.LOG2: Spelling("log2{f}({0})"),
-    UnOp.RECIP_SQRT: Spelling("({o} / sqrt{f}({0}))"),
+    UnOp.RELU: Spelling("ocannl_max_{suffix}({0}, {zero})", "max"),  # NaN propagates, as np.maximum
+    UnOp.EXP: Spelling("exp{libm}({0})"),
+    UnOp.LOG: Spelling("log{libm}({0})"),
+    UnOp.TANH: Spelling("tanh{libm}({0})"),
+    UnOp.SIN: Spelling("sin{libm}({0})"),
+    UnOp.COS: Spelling("cos{libm}({0})"),
+    UnOp.SQRT: Spelling("sqrt{libm}({0})"),
+    UnOp.RECIP: Spelling("({one} / {0})"),
+    UnOp.NOT: Spelling("(({type})({0} == {zero}))"),
+    UnOp.SIGN: Spelling("ocannl_sign_{suffix}({0})", "sign"),
+    UnOp.SAT01: Spelling("ocannl_sat01_{suffix}({0})", "sat01"),
+    UnOp.EXP2: Spelling("exp2{libm}({0})"),
+    UnOp.LOG2: Spelling("log2{libm}({0})"),
+    UnOp.RECIP_SQRT: Spelling("({one} / sqrt{libm}({0}))"),
     BinOp.ADD: Spelling("({0} + {1})"),
     BinOp.SUB: Spelling("({0} - {1})"),
     BinOp.MUL: Spelling("({0} * {1})"),
     BinOp.DIV: Spelling("({0} / {1})"),
-    BinOp.POW: Spelling("pow{f}({0}, {1})"),
-    BinOp.MAX: Spelling("ocannl_max_{p}({0}, {1})", "max"),
-    BinOp.MIN: Spelling("ocannl_min_{p}({0}, {1})", "min"),
-    BinOp.LT: Spelling("(({T})({0} < {1}))"),
-    BinOp.LE: Spelling("(({T})({0} <= {1}))"),
-    BinOp.EQ: Spelling("(({T})({0} == {1}))"),
-    BinOp.NE: Spelling("(({T})({0} != {1}))"),
+    BinOp.POW: Spelling("pow{libm}({0}, {1})"),
+    BinOp.MAX: Spelling("ocannl_max_{suffix}({0}, {1})", "max"),
+    BinOp.MIN: Spelling("ocannl_min_{suffix}({0}, {1})", "min"),
+    BinOp.LT: Spelling("(({type})({0} < {1}))"),
+    BinOp.LE: Spelling("(({type})({0} <= {1}))"),
+    BinOp.EQ: Spelling("(({type})({0} == {1}))"),
+    BinOp.NE: Spelling("(({type})({0} != {1}))"),
     BinOp.ARG1: Spelling("{0}"),
     BinOp.ARG2: Spelling("{1}"),
-    BinOp.RELU_GATE: Spelling("ocannl_select_{p}({0} > {z}, {1}, {z})", "select"),
-    BinOp.SAT01_GATE: Spelling("ocannl_sat01_gate_{p}({0}, {1})", "sat01_gate"),
-    BinOp.OR: Spelling("(({T})(({0} != {z}) | ({1} != {z})))"),  # no short-circuit branch
-    BinOp.AND: Spelling("(({T})(({0} != {z}) & ({1} != {z})))"),
+    BinOp.RELU_GATE: Spelling("ocannl_select_{suffix}({0} > {zero}, {1}, {zero})", "select"),
+    BinOp.SAT01_GATE: Spelling("ocannl_sat01_gate_{suffix}({0}, {1})", "sat01_gate"),
+    BinOp.OR: Spelling("(({type})(({0} != {zero}) | ({1} != {zero})))"),  # no short-circuit branch
+    BinOp.AND: Spelling("(({type})(({0} != {zero}) & ({1} != {zero})))"),
     BinOp.THREEFRY4X32: Spelling("ocannl_threefry4x32({0}, {1})", "threefry4x32"),
-    TernOp.WHERE: Spelling("ocannl_select_{p}({0} != {z}, {1}, {2})", "select"),
-    TernOp.FMA: Spelling("fma{f}({0}, {1}, {2})"),
+    TernOp.WHERE: Spelling("ocannl_select_{suffix}({0} != {zero}, {1}, {2})", "select"),
+    TernOp.FMA: Spelling("fma{libm}({0}, {1}, {2})"),
 }
 
 #: Helpers take each operand once (a C macro or select would evaluate it twice), in the
@@ -85,21 +104,22 @@ OPS: dict[UnOp | BinOp | TernOp, Spelling] = {
 #: still vectorizes it (to vblendvpd / vpternlog). tests/backends/test_c_flags.py checks
 #: -O2 against -O3 -march=native bit for bit.
 HELPERS: dict[str, str] = {
-    "select": "{Q} {T} ocannl_select_{p}(int c, {T} a, {T} b) {{\n"
-    "  union {{ {T} v; {U} u; }} x = {{ a }}, y = {{ b }};\n"
-    "  {U} m = ({U})0 - ({U})(c != 0);\n"
+    "select": "{qualifier} {type} ocannl_select_{suffix}(int c, {type} a, {type} b) {{\n"
+    "  union {{ {type} v; {uint} u; }} x = {{ a }}, y = {{ b }};\n"
+    "  {uint} m = ({uint})0 - ({uint})(c != 0);\n"
     "  x.u = (x.u & m) | (y.u & ~m);\n"
     "  return x.v;\n}}",
-    "max": "{Q} {T} ocannl_max_{p}({T} a, {T} b) "
-    "{{ return ocannl_select_{p}((a > b) | (a != a), a, b); }}",
-    "min": "{Q} {T} ocannl_min_{p}({T} a, {T} b) "
-    "{{ return ocannl_select_{p}((a < b) | (a != a), a, b); }}",
-    "sign": "{Q} {T} ocannl_sign_{p}({T} x) "
-    "{{ return ocannl_select_{p}(x != x, x, ({T})((x > {z}) - (x < {z}))); }}",
-    "sat01": "{Q} {T} ocannl_sat01_{p}({T} x) {{ return ocannl_select_{p}(x < {z}, {z}, "
-    "ocannl_select_{p}(x > {o}, {o}, x)); }}",  # NaN compares false both ways: stays NaN
-    "sat01_gate": "{Q} {T} ocannl_sat01_gate_{p}({T} a, {T} b) "
-    "{{ return ocannl_select_{p}((a > {z}) & (a < {o}), b, {z}); }}",
+    "max": "{qualifier} {type} ocannl_max_{suffix}({type} a, {type} b) "
+    "{{ return ocannl_select_{suffix}((a > b) | (a != a), a, b); }}",
+    "min": "{qualifier} {type} ocannl_min_{suffix}({type} a, {type} b) "
+    "{{ return ocannl_select_{suffix}((a < b) | (a != a), a, b); }}",
+    "sign": "{qualifier} {type} ocannl_sign_{suffix}({type} x) "
+    "{{ return ocannl_select_{suffix}(x != x, x, ({type})((x > {zero}) - (x < {zero}))); }}",
+    "sat01": "{qualifier} {type} ocannl_sat01_{suffix}({type} x) "
+    "{{ return ocannl_select_{suffix}(x < {zero}, {zero}, "
+    "ocannl_select_{suffix}(x > {one}, {one}, x)); }}",  # NaN compares false both ways: stays NaN
+    "sat01_gate": "{qualifier} {type} ocannl_sat01_gate_{suffix}({type} a, {type} b) "
+    "{{ return ocannl_select_{suffix}((a > {zero}) & (a < {one}), b, {zero}); }}",
 }
 HELPERS.update(c_uint4x32.HELPERS)
 HELPER_DEPS: dict[str, tuple[str, ...]] = {"max": ("select",), "min": ("select",),
@@ -164,13 +184,13 @@ def c_const(value: float, precision: Precision) -> str:
 def threefry_c(words: Mapping[str, str]) -> list[str]:
     """Threefry-4x32-20 unrolled from the reference's constants, and the uniform helper."""
     lines = [
-        f"{words['Q']} uint32_t ocannl_rotl32(uint32_t x, int r) {{",
+        f"{words[Word.QUALIFIER]} uint32_t ocannl_rotl32(uint32_t x, int r) {{",
         "  return (x << r) | (x >> (32 - r));",
         "}",
         "",
         "/* Threefry-4x32-20 (Random123): word 0 of the output, as a uniform in [0, 1). */",
         (
-            f"{words['Q']} {words['T']} ocannl_uniform_{words['p']}("
+            f"{words[Word.QUALIFIER]} {words[Word.TYPE]} ocannl_uniform_{words[Word.SUFFIX]}("
             "uint32_t k0, uint32_t k1, uint32_t k2, uint32_t k3, uint32_t ctr) {"
         ),
         f"  const uint32_t k4 = 0x{KS_PARITY:08X}u ^ k0 ^ k1 ^ k2 ^ k3;",
@@ -187,7 +207,8 @@ def threefry_c(words: Mapping[str, str]) -> list[str]:
             s = r // 4 + 1
             adds = " ".join(f"x{j} += {ks[(s + j) % 5]};" for j in range(4))
             lines.append(f"  {adds} x3 += {s}u;")
-    lines.append(f"  return ({words['T']})(x0 >> 8) * 0x1p-24{words['f']};  /* exact */")
+    t, libm = words[Word.TYPE], words[Word.LIBM]
+    lines.append(f"  return ({t})(x0 >> 8) * 0x1p-24{libm};  /* exact */")
     return [*lines, "}"]
 
 
@@ -211,15 +232,37 @@ class CSyntax:
     ops: Mapping[UnOp | BinOp | TernOp, Spelling] = field(default_factory=lambda: OPS)
     helpers: Mapping[str, str] = field(default_factory=lambda: HELPERS)
     helper_deps: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: HELPER_DEPS)
+    #: names a buffer may not take beyond C's (renamed ``b_<name>``): C++ keywords, built-ins
+    reserved_names: frozenset[str] = frozenset()
+    #: a line put before every innermost loop the renderer writes (e.g. ``#pragma GCC
+    #: ivdep``); empty for none
+    inner_loop_pragma: str = ""
+    #: gcc flags the dialect's source needs (``-fopenmp-simd`` for ``#pragma omp simd``)
+    compile_flags: tuple[str, ...] = ()
+    # ---- capabilities: what the renderer does beyond spelling each statement ----------
+    #: run contractions as calls of the blocked kernel (`c_contraction`): a C host compiler
+    contraction_kernels: bool = True
+    #: hoist small reductions outside their output loops (`c_reorder`), unless
+    #: ``OCANNL_AST_REORDER=0``
+    reorder_loops: bool = True
+    #: reductions of at least this many multiply-adds are not epilogue-fused by the lowering
+    #: (they stay loop nests the renderer may run as contraction kernels)
+    fusion_limit: int = C_KERNEL_MIN_WORK
 
     def words(self, precision: Precision) -> dict[str, str]:
-        """The template placeholders of `precision` (see the table above)."""
+        """The template placeholders (`Word`) of `precision`."""
         is32 = precision is Precision.FLOAT32
         return {
-            "T": self.type_names[precision], "f": "f" if is32 else "", "p": "f" if is32 else "d",
-            "z": "0.0f" if is32 else "0.0", "o": "1.0f" if is32 else "1.0",
-            "U": "uint32_t" if is32 else "uint64_t", "Q": self.helper_qualifier,
+            Word.TYPE: self.type_names[precision], Word.LIBM: "f" if is32 else "",
+            Word.SUFFIX: "f" if is32 else "d", Word.ZERO: "0.0f" if is32 else "0.0",
+            Word.ONE: "1.0f" if is32 else "1.0", Word.UINT: "uint32_t" if is32 else "uint64_t",
+            Word.QUALIFIER: self.helper_qualifier,
         }
+
+    def fingerprint(self) -> str:
+        """What the compile cache key covers of the dialect: its class and every field."""
+        cls = type(self)
+        return f"{cls.__module__}.{cls.__qualname__}: {self!r}"
 
     def const(self, value: float, precision: Precision) -> str:
         return c_const(value, precision)
@@ -246,7 +289,7 @@ class CSyntax:
 
     def uniform_call(self, words: Mapping[str, str], key: tuple[int, ...], counter: str) -> str:
         args = [f"0x{k:08x}u" for k in key] + [f"(uint32_t)({counter})"]
-        return f"ocannl_uniform_{words['p']}({', '.join(args)})"
+        return f"ocannl_uniform_{words[Word.SUFFIX]}({', '.join(args)})"
 
     def cell(self, name: str, offset: str) -> str:
         """A buffer element at a flat (row-major) offset."""

@@ -33,17 +33,18 @@ def _rounds() -> list[str]:
 #: word read as a number is its word 0), and the rotation threefry uses
 BASE = (
     f"typedef struct {{{{ uint32_t v[4]; }}}} {TYPE};\n"
-    "{Q} uint32_t ocannl_u4_rotl(uint32_t x, int r) {{ return (x << r) | (x >> (32 - r)); }}\n"
-    f"{{Q}} {TYPE} ocannl_to_u4_{{p}}({{T}} x) {{{{\n"
+    "{qualifier} uint32_t ocannl_u4_rotl(uint32_t x, int r) "
+    "{{ return (x << r) | (x >> (32 - r)); }}\n"
+    f"{{qualifier}} {TYPE} ocannl_to_u4_{{suffix}}({{type}} x) {{{{\n"
     "  uint64_t n = (uint64_t)(int64_t)x;\n"
     f"  {TYPE} w = {{{{ {{{{ (uint32_t)n, (uint32_t)(n >> 32), 0u, 0u }}}} }}}};\n"
     "  return w;\n}}\n"
-    f"{{Q}} {{T}} ocannl_u4_to_{{p}}({TYPE} w) {{{{ return ({{T}})w.v[0]; }}}}"
+    f"{{qualifier}} {{type}} ocannl_u4_to_{{suffix}}({TYPE} w) {{{{ return ({{type}})w.v[0]; }}}}"
 )
 
 THREEFRY = "\n".join([
     "/* Threefry-4x32-20 (Random123): key k, counter c */",
-    f"{{Q}} {TYPE} ocannl_threefry4x32({TYPE} k, {TYPE} c) {{{{",
+    f"{{qualifier}} {TYPE} ocannl_threefry4x32({TYPE} k, {TYPE} c) {{{{",
     f"  const uint32_t k4 = 0x{KS_PARITY:08X}u ^ k.v[0] ^ k.v[1] ^ k.v[2] ^ k.v[3];",
     ("  uint32_t x0 = c.v[0] + k.v[0], x1 = c.v[1] + k.v[1], x2 = c.v[2] + k.v[2],"
      " x3 = c.v[3] + k.v[3];"),
@@ -56,13 +57,14 @@ THREEFRY = "\n".join([
 #: Set_from_vec of uint4x32_to_prec_uniform: float32 takes the top 24 bits of each word,
 #: float64 the top 53 bits of each word pair (both exact); at most `n` cells are written
 VEC_UNIFORM = (
-    f"{{Q}} void ocannl_vec_uniform_{{p}}({{T}}* out, int64_t n, {TYPE} w) {{{{\n"
-    "  if (sizeof({T}) == 4) {{\n"
-    "    for (int64_t j = 0; j < 4 && j < n; ++j) out[j] = ({T})(w.v[j] >> 8) * ({T})0x1p-24;\n"
+    f"{{qualifier}} void ocannl_vec_uniform_{{suffix}}({{type}}* out, int64_t n, {TYPE} w) {{{{\n"
+    "  if (sizeof({type}) == 4) {{\n"
+    "    for (int64_t j = 0; j < 4 && j < n; ++j) "
+    "out[j] = ({type})(w.v[j] >> 8) * ({type})0x1p-24;\n"
     "  }} else {{\n"
     "    for (int64_t j = 0; j < 2 && j < n; ++j) {{\n"
     "      uint64_t b = ((uint64_t)w.v[2 * j] << 32) | w.v[2 * j + 1];\n"
-    "      out[j] = ({T})(b >> 11) * ({T})0x1p-53;\n"
+    "      out[j] = ({type})(b >> 11) * ({type})0x1p-53;\n"
     "    }}\n  }}\n}}"
 )
 

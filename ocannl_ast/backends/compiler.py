@@ -88,10 +88,12 @@ def _cpu_id() -> str:
     return "\n".join(dict.fromkeys(lines))  # one copy per distinct line
 
 
-def cache_key(source: str, flags: Sequence[str]) -> str:
-    """sha256 over the source, the flags, the compiler version (and the CPU for native)."""
+def cache_key(source: str, flags: Sequence[str], dialect: str = "") -> str:
+    """sha256 over the source, the flags, the compiler version, the dialect's fingerprint
+    (`CSyntax.fingerprint`) when given, and the CPU for ``-march=native``."""
     h = hashlib.sha256()
-    for part in (source, "\0".join(flags), _compiler_id(CC)):
+    parts = (source, "\0".join(flags), _compiler_id(CC), *((dialect,) if dialect else ()))
+    for part in parts:
         h.update(part.encode())
         h.update(b"\x00\x01")
     if any("native" in f for f in flags):
@@ -166,8 +168,9 @@ def entry_is_valid(entry: CacheEntry, source: str) -> bool:
     )
 
 
-def _entry(directory: Path, name: str, source: str, flags: Sequence[str]) -> CacheEntry:
-    stem = f"{name}-{cache_key(source, flags)[:32]}"
+def _entry(directory: Path, name: str, source: str, flags: Sequence[str],
+           dialect: str) -> CacheEntry:
+    stem = f"{name}-{cache_key(source, flags, dialect)[:32]}"
     return CacheEntry(directory / f"{stem}.c", directory / f"{stem}.so",
                       directory / f"{stem}.json")
 
@@ -201,8 +204,8 @@ def _warn_unusable(directory: Path, exc: OSError, fallback: Path) -> None:
 
 
 def _build_in(directory: Path, name: str, source: str, flags: Sequence[str],
-              rebuild: bool) -> CacheEntry:
-    entry = _entry(directory, name, source, flags)
+              dialect: str, rebuild: bool) -> CacheEntry:
+    entry = _entry(directory, name, source, flags, dialect)
     if rebuild or not entry_is_valid(entry, source):
         directory.mkdir(parents=True, exist_ok=True)
         _build(entry, source, flags)
@@ -210,19 +213,21 @@ def _build_in(directory: Path, name: str, source: str, flags: Sequence[str],
 
 
 def build_cached(
-    name: str, source: str, flags: Sequence[str], directory: Path, *, rebuild: bool = False
+    name: str, source: str, flags: Sequence[str], directory: Path, *, dialect: str = "",
+    rebuild: bool = False,
 ) -> CacheEntry:
-    """The verified cache entry of `source` compiled with `flags`, built if missing or
-    invalid (always with `rebuild`). Example: ``build_cached("f", src, flags, dir).so_path``.
+    """The verified cache entry of `source` (rendered in the dialect whose fingerprint is
+    `dialect`) compiled with `flags`, built if missing or invalid (always with `rebuild`).
+    Example: ``build_cached("f", src, flags, dir).so_path``.
     """
     try:
-        return _build_in(directory, name, source, flags, rebuild)
+        return _build_in(directory, name, source, flags, dialect, rebuild)
     except OSError as exc:  # the directory cannot hold the entry: use a private one
         fallback = _private_dir()
         if directory == fallback:
             raise BackendError(f"cannot write the compiled routine {name}: {exc}") from None
         _warn_unusable(directory, exc, fallback)
         try:
-            return _build_in(fallback, name, source, flags, rebuild)
+            return _build_in(fallback, name, source, flags, dialect, rebuild)
         except OSError as exc2:
             raise BackendError(f"cannot write the compiled routine {name}: {exc2}") from None

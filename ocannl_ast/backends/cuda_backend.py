@@ -1,5 +1,5 @@
 """CUDA backend, rendering: split a routine's loop IR into kernels and spell them in the
-`CudaSyntax` dialect with the C renderer.
+`CudaSyntax` dialect with the public C-style renderer (`c_renderer.CRenderer`).
 
 Stage: last. Input: a verified `LoopProgram`. Output: one CUDA C++ translation unit
 (`render_cuda`) and the launch plan of its kernels (`plan_cuda`). The top-level statements
@@ -17,9 +17,9 @@ import math
 from dataclasses import dataclass
 from typing import assert_never
 
-from ocannl_ast.backends.c_backend import _CRenderer, _unique
-from ocannl_ast.backends.c_syntax import c_ident
-from ocannl_ast.backends.cuda_syntax import CUDA, THREAD
+from ocannl_ast.backends.c_renderer import CRenderer, top_level_units
+from ocannl_ast.backends.c_syntax import Word, c_ident
+from ocannl_ast.backends.cuda_syntax import CUDA, THREAD, CudaSyntax
 from ocannl_ast.lowering.loop_ir import (
     Binary,
     Buffer,
@@ -47,17 +47,6 @@ from ocannl_ast.lowering.loop_ir import (
     Unary,
 )
 
-#: C++ keywords and CUDA built-ins a buffer name may not take (C's are prefixed already).
-CUDA_RESERVED = frozenset((
-    "alignas", "alignof", "and", "asm", "bool", "catch", "class", "compl", "concept",
-    "consteval", "constexpr", "constinit", "const_cast", "decltype", "delete", "dynamic_cast",
-    "explicit", "export", "false", "friend", "mutable", "namespace", "new", "noexcept", "not",
-    "nullptr", "operator", "or", "private", "protected", "public", "reinterpret_cast",
-    "requires", "static_assert", "static_cast", "template", "this", "thread_local", "throw",
-    "true", "try", "typeid", "typename", "using", "virtual", "wchar_t", "xor", "threadIdx",
-    "blockIdx", "blockDim", "gridDim", "warpSize", "atomicCAS", "std", "cuda", "bitand",
-    "bitor", "not_eq", "or_eq", "xor_eq", "and_eq", "char8_t", "char16_t", "char32_t",
-))
 THREADS_PER_BLOCK = 256
 MAX_BLOCKS = 1 << 16
 
@@ -201,20 +190,14 @@ def _nest(loop: ForLoop) -> tuple[list[ForLoop], list[Stmt]]:
         bodies.append(body.body)
 
 
-def _units(s: Stmt) -> list[Stmt]:
-    """The top-level statements, nested blocks without locals flattened."""
-    if isinstance(s, Seq) and not any(isinstance(x, DeclLocal) for x in s.stmts):
-        return [u for x in s.stmts for u in _units(x)]
-    return [s]
-
-
 # ---- rendering ----------------------------------------------------------------------
 
 
 @dataclass(slots=True)
 class _KernelWriter:
     prog: LoopProgram
-    r: _CRenderer
+    r: CRenderer
+    syntax: CudaSyntax
     cname: str
     lines: list[str]
     kernels: list[Kernel]
@@ -230,14 +213,14 @@ class _KernelWriter:
             syms |= uses.syms
         b_pos = tuple(i for i, b in enumerate(self.prog.buffers) if b in bufs)
         s_pos = tuple(i for i, s in enumerate(self.prog.static_args) if s in syms)
-        t = self.r.words["T"]
-        params = [CUDA.buffer_param(t, self.r.buffers[self.prog.buffers[i]]) for i in b_pos]
-        params += [CUDA.static_param(self.r.symbols[self.prog.static_args[i]]) for i in s_pos]
+        t, syntax = self.r.words[Word.TYPE], self.syntax
+        params = [syntax.buffer_param(t, self.r.buffers[self.prog.buffers[i]]) for i in b_pos]
+        params += [syntax.static_param(self.r.symbols[self.prog.static_args[i]]) for i in s_pos]
         name = f"{self.cname}_k{len(self.kernels)}"
         what = "1 thread" if threads == 1 else f"{threads} threads"
         self.lines += [f"/* kernel {len(self.kernels)}: {what} */", *self.comments]
         self.comments.clear()
-        self.lines += [CUDA.signature(name, params), *body, *CUDA.epilogue(), ""]
+        self.lines += [syntax.signature(name, params), *body, *syntax.epilogue(), ""]
         self.kernels.append(Kernel(name, b_pos, s_pos, threads))
 
     def serial(self, units: list[Stmt]) -> None:
@@ -248,15 +231,15 @@ class _KernelWriter:
 
     def fill(self, unit: Fill) -> None:
         size = math.prod(unit.buffer.dims)
-        value = CUDA.const(unit.value, self.prog.precision)
+        value = self.syntax.const(unit.value, self.prog.precision)
         line = f"    {self.r.buffers[unit.buffer]}[{THREAD}] = {value};"
-        self.emit([unit], size, [f"  {CUDA.grid_stride(size)}", line, "  }"])
+        self.emit([unit], size, [f"  {self.syntax.grid_stride(size)}", line, "  }"])
 
     def nest(self, loops: list[ForLoop], inner: Stmt) -> None:
         total = math.prod(lp.extent for lp in loops)
         if total == 0:  # a zero-size axis: the nest runs nothing (and a grid of 0 is invalid)
             return
-        body = [f"  {CUDA.grid_stride(total)}"]
+        body = [f"  {self.syntax.grid_stride(total)}"]
         stride = total
         for pos, lp in enumerate(loops):
             name = self.r.symbols.get(lp.symbol) or f"i{self.r.n_iters}"
@@ -266,7 +249,7 @@ class _KernelWriter:
             value = THREAD if stride == 1 else f"{THREAD} / {stride}"
             if pos > 0:
                 value = f"({value}) % {lp.extent}" if stride != 1 else f"{value} % {lp.extent}"
-            body.append(f"    const {CUDA.index_type} {name} = {value};")
+            body.append(f"    const {self.syntax.index_type} {name} = {value};")
         self.r.stmt(inner, 2, body)
         self.emit([loops[0]], total, [*body, "  }"])
 
@@ -281,16 +264,12 @@ def _host_check(prog: LoopProgram, s: Stmt) -> HostCheck | None:
     return HostCheck(terms, s.index.offset, s.bound, s.code)
 
 
-def plan_cuda(prog: LoopProgram) -> CudaPlan:
+def plan_cuda(prog: LoopProgram, syntax: CudaSyntax = CUDA) -> CudaPlan:
     """Render `prog` as kernels (see the module docstring) and the plan to launch them."""
-    r = _CRenderer(prog, CUDA)
-    taken = set(r.buffers.values()) | set(r.symbols.values())
-    for buf, name in list(r.buffers.items()):
-        if name in CUDA_RESERVED:
-            r.buffers[buf] = _unique("b_" + name, taken)
+    r = CRenderer(prog, syntax)
     cname = c_ident(prog.name, "ocannl_")
-    w = _KernelWriter(prog, r, cname, [], [], [])
-    units = _units(prog.body)
+    w = _KernelWriter(prog, r, syntax, cname, [], [], [])
+    units = top_level_units(prog.body)
     if any(isinstance(u, DeclLocal | SetLocal) for u in units):
         units = [prog.body]  # routine-level locals: one serial kernel keeps them in scope
     host: list[HostCheck] = []
@@ -318,10 +297,10 @@ def plan_cuda(prog: LoopProgram) -> CudaPlan:
             w.nest(*parallel)
     w.serial(serial)
     head = [f"/* ocannl_ast routine {prog.name} ({prog.precision.value}), CUDA */"]
-    head += [*CUDA.includes, ""]
-    head += CUDA.helper_defs(r.helpers, r.words)
+    head += [*syntax.includes, ""]
+    head += syntax.helper_defs(r.helpers, r.words)
     if r.threefry:
-        head += [*CUDA.threefry(r.words), ""]
+        head += [*syntax.threefry(r.words), ""]
     source = "\n".join([*head, *w.lines]).rstrip("\n") + "\n"
     return CudaPlan(source, cname, tuple(w.kernels), tuple(host), dict(r.checks))
 
@@ -339,9 +318,9 @@ def _parallel_part(u: Stmt) -> Fill | tuple[list[ForLoop], Stmt] | None:
     return None
 
 
-def render_cuda(prog: LoopProgram) -> str:
+def render_cuda(prog: LoopProgram, syntax: CudaSyntax = CUDA) -> str:
     """The CUDA C++ translation unit of a routine: ``extern "C" __global__`` kernels."""
-    return plan_cuda(prog).source
+    return plan_cuda(prog, syntax).source
 
 
 __all__ = ["CudaPlan", "HostCheck", "Kernel", "plan_cuda", "render_cuda"]

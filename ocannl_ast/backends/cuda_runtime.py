@@ -2,11 +2,12 @@
 and routines that launch their kernels on one stream.
 
 Stage: after rendering. Input: a `CudaPlan` and its compiled image. Output: a `CudaRoutine`
-called like the C backend's routine, with the context's host arrays: each array has a
-device copy (allocated on first use); a copy is uploaded only when the host wrote it since
-(`host_written`), and downloaded only when the host reads it after a routine wrote it
-(`to_host`). A routine call uploads what changed, launches every kernel in order on the
-stream and returns without waiting (unless a kernel has an in-kernel check to read back).
+(a `protocol.CompiledRoutine`) called like the C backend's routine, with the context's host
+arrays: each array has a device copy (allocated on first use); a copy is uploaded only when
+the host wrote it since (`host_written`), and downloaded only when the host reads it after a
+routine wrote it (`to_host`). A routine call uploads what changed, launches every kernel in
+order on the stream and returns without waiting (unless a kernel has an in-kernel check to
+read back).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import numpy as np
 
 from ocannl_ast.backends.cuda_backend import CudaPlan
 from ocannl_ast.backends.cuda_nvrtc import INSTALL_HINT, compile_ptx
+from ocannl_ast.backends.protocol import Entry
 from ocannl_ast.backends.runtime import NUMPY_DTYPE
 from ocannl_ast.errors import BackendError, RuntimeDataError
 from ocannl_ast.lowering.loop_ir import LoopProgram, cell_elems
@@ -178,7 +180,10 @@ def load_image(image: bytes) -> bytes:
 
 
 class CudaRoutine:
-    """A loaded CUDA routine: ``routine(arrays, static_args)`` like the C backend's."""
+    """A loaded CUDA routine (a `protocol.CompiledRoutine`): ``routine(arrays, static_args)``
+    like the C backend's, or `bind` once and `run_bound`. A run uploads the bound arrays the
+    host wrote since, launches every kernel and returns without waiting (unless a kernel has
+    an in-kernel check to read back)."""
 
     def __init__(self, prog: LoopProgram, plan: CudaPlan, image: bytes) -> None:
         dev = device()
@@ -202,12 +207,55 @@ class CudaRoutine:
         self._params = [np.array([s.ctypes.data + 8 * i for i in range(s.size)], dtype=np.uint64)
                         for s in self._slots]
         self._last: tuple[int, ...] = ()
+        self._statics = np.zeros(max(1, self._n_static), dtype=np.int64)  #: `entry`'s
+        self._lock: Any = threading.Lock()
+        self.bound: tuple[np.ndarray, ...] | None = None  #: the arrays runs use
 
     def __call__(self, arrays: Sequence[np.ndarray], static_args: Sequence[int] = ()) -> None:
         if len(arrays) != len(self._sizes) or len(static_args) != self._n_static:
             raise BackendError(
                 f"routine {self.name} takes {len(self._sizes)} arrays and {self._n_static} "
                 f"static ints, got {len(arrays)} and {len(static_args)}")
+        with self._lock:
+            if self.bound is None or any(a is not b for a, b in zip(arrays, self.bound)):
+                self._bind(arrays)
+            self.run_bound(static_args)
+
+    def bind(self, arrays: Sequence[np.ndarray]) -> None:
+        """Check `arrays` and make them the bound arrays (uploaded by the next run)."""
+        if len(arrays) != len(self._sizes):
+            raise BackendError(f"routine {self.name} takes {len(self._sizes)} arrays, got "
+                               f"{len(arrays)}")
+        with self._lock:
+            self._bind(arrays)
+
+    def share_lock(self, lock: Any) -> None:
+        """Serialize direct calls on `lock` (a context's re-entrant lock)."""
+        self._lock = lock
+
+    def run_bound(self, static_args: Sequence[int]) -> None:
+        """Launch on the bound arrays (the caller holds the routine's lock)."""
+        if self.bound is None:
+            raise BackendError(f"routine {self.name}: no arrays bound (call bind first)")
+        self._launch(self.bound, static_args)
+
+    def entry(self) -> Entry:
+        """``(fn, table, statics, failed)`` (see `protocol.Entry`): `fn` launches and returns
+        0; a failed check raises from it directly."""
+        n = self._n_static
+
+        def fn(table: tuple[np.ndarray, ...], statics: np.ndarray) -> int:
+            self._launch(table, statics[:n].tolist())
+            return 0
+
+        return fn, self.bound, self._statics, self._failed
+
+    def _bind(self, arrays: Sequence[np.ndarray]) -> None:
+        for pos, arr in enumerate(arrays):
+            self._check_array(pos, arr)
+        self.bound = arrays if isinstance(arrays, tuple) else tuple(arrays)
+
+    def _launch(self, arrays: Sequence[np.ndarray], static_args: Sequence[int]) -> None:
         self._host_checks(static_args)
         dev = device()
         devs = self._device_arrays(arrays)
@@ -226,23 +274,31 @@ class CudaRoutine:
         if self._device_checks:
             self._read_error(dev)
 
+    def _failed(self, code: int) -> RuntimeDataError:
+        what = self.plan.checks.get(code, "unknown error code")
+        return RuntimeDataError(f"routine {self.name} failed with code {code}: {what}")
+
     def _host_checks(self, static_args: Sequence[int]) -> None:
         for c in self.plan.host_checks:
             index = sum(coeff * int(static_args[pos]) for coeff, pos in c.terms) + c.offset
             if not 0 <= index < c.bound:
-                what = self.plan.checks.get(c.code, "unknown error code")
-                raise RuntimeDataError(f"routine {self.name} failed with code {c.code}: {what}")
+                raise self._failed(c.code)
+
+    def _check_array(self, pos: int, arr: np.ndarray) -> None:
+        if not (isinstance(arr, np.ndarray) and arr.dtype == self._dtype
+                and arr.size == self._sizes[pos] and arr.flags.c_contiguous
+                and (arr.flags.writeable or not self._written[pos])):
+            what = "writeable C-contiguous" if self._written[pos] else "C-contiguous"
+            raise BackendError(f"routine {self.name}: buffer {self._buffers[pos].name!r} "
+                               f"needs a {what} {self._dtype} array of "
+                               f"{self._sizes[pos]} elements")
 
     def _device_arrays(self, arrays: Sequence[np.ndarray]) -> list[_DevArray]:
+        """The device copies of `arrays`, each checked again (an in-place resize) and
+        uploaded where the host wrote it since."""
         devs: list[_DevArray] = []
         for pos, arr in enumerate(arrays):
-            if not (isinstance(arr, np.ndarray) and arr.dtype == self._dtype
-                    and arr.size == self._sizes[pos] and arr.flags.c_contiguous
-                    and (arr.flags.writeable or not self._written[pos])):
-                what = "writeable C-contiguous" if self._written[pos] else "C-contiguous"
-                raise BackendError(f"routine {self.name}: buffer {self._buffers[pos].name!r} "
-                                   f"needs a {what} {self._dtype} array of "
-                                   f"{self._sizes[pos]} elements")
+            self._check_array(pos, arr)
             d = _dev_array(arr)
             _upload(arr, d)
             devs.append(d)
@@ -263,8 +319,7 @@ class CudaRoutine:
         _check(dev.driver.cuStreamSynchronize(dev.stream), "cuStreamSynchronize")
         _check(dev.driver.cuMemcpyDtoH(code.ctypes.data, self._err, 4), "cuMemcpyDtoH")
         if code[0] != 0:
-            what = self.plan.checks.get(int(code[0]), "unknown error code")
-            raise RuntimeDataError(f"routine {self.name} failed with code {code[0]}: {what}")
+            raise self._failed(int(code[0]))
 
 
 def device_arch() -> str:

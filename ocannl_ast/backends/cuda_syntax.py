@@ -13,12 +13,24 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ocannl_ast.backends.c_syntax import CSyntax
-from ocannl_ast.lowering.loop_ir import Precision
+from ocannl_ast.lowering.loop_ir import CONTRACTION_MIN_WORK, Precision
 
 #: Name of the error-cell parameter every kernel takes last.
 ERR = "ocannl_err"
 #: Name of the flattened thread index of a grid-stride loop.
 THREAD = "ocannl_t"
+
+#: C++ keywords and CUDA built-ins a buffer name may not take (C's are prefixed already).
+CUDA_RESERVED = frozenset((
+    "alignas", "alignof", "and", "asm", "bool", "catch", "class", "compl", "concept",
+    "consteval", "constexpr", "constinit", "const_cast", "decltype", "delete", "dynamic_cast",
+    "explicit", "export", "false", "friend", "mutable", "namespace", "new", "noexcept", "not",
+    "nullptr", "operator", "or", "private", "protected", "public", "reinterpret_cast",
+    "requires", "static_assert", "static_cast", "template", "this", "thread_local", "throw",
+    "true", "try", "typeid", "typename", "using", "virtual", "wchar_t", "xor", "threadIdx",
+    "blockIdx", "blockDim", "gridDim", "warpSize", "atomicCAS", "std", "cuda", "bitand",
+    "bitor", "not_eq", "or_eq", "xor_eq", "and_eq", "char8_t", "char16_t", "char32_t",
+))
 
 PRELUDE: tuple[str, ...] = (
     "typedef unsigned int uint32_t;",
@@ -43,6 +55,10 @@ class CudaSyntax(CSyntax):
     helper_qualifier: str = "static __device__ __forceinline__ __attribute__((unused))"
     restrict: str = "__restrict__"
     index_type: str = "long long"
+    reserved_names: frozenset[str] = CUDA_RESERVED
+    contraction_kernels: bool = False  #: one thread per cell instead (`cuda_backend`)
+    reorder_loops: bool = False
+    fusion_limit: int = CONTRACTION_MIN_WORK  #: no contraction kernels: fuse up to 32^3
 
     def check(self, index: str, bound: int, code: int) -> str:
         return (f"if (!(0 <= ({index}) && ({index}) < {bound})) "

@@ -1,14 +1,15 @@
 """Runtime of compiled routines: cffi loading (ABI mode), argument validation, calls.
 
 Stage: after compiling. Input: a shared object and its routine's declaration. Output: a
-`CompiledRoutine` called with NumPy arrays: each array is checked (dtype, size, C order,
-writeable where written, no aliasing of written buffers) before C ever sees it.
+`CRoutine` (a `protocol.CompiledRoutine`) called with NumPy arrays: each array is checked
+(dtype, size, C order, writeable where written, no aliasing of written buffers) before C
+ever sees it.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 import cffi
 import numpy as np
 
+from ocannl_ast.backends.protocol import Entry
 from ocannl_ast.errors import BackendError, RuntimeDataError
 from ocannl_ast.lowering.loop_ir import (
     LoopProgram,
@@ -59,8 +61,9 @@ def load(so_path: Path, cdef: str) -> tuple[cffi.FFI, Any]:
     return _LOADED[key]
 
 
-class CompiledRoutine:
-    """A loaded C routine. Call it with one C-contiguous array per buffer, then static ints.
+class CRoutine:
+    """A loaded C routine (a `protocol.CompiledRoutine`). Call it with one C-contiguous
+    array per buffer, then static ints.
 
     Example: ``compile_c(prog)([c, a, b])`` runs ``prog`` on NumPy arrays in place.
     The C entry point takes one table of buffer pointers and one array of static ints. The
@@ -151,7 +154,7 @@ class CompiledRoutine:
         if code != 0:
             raise self._failed(code)
 
-    def entry(self) -> tuple[Any, Any, Any, Callable[[int], RuntimeDataError]]:
+    def entry(self) -> Entry:
         """``(fn, table, statics, failed)`` for a caller's own leanest call of the bound
         arrays (`bound`), holding the routine's lock: store the static ints into `statics`,
         ``code = fn(table, statics)``, and raise ``failed(code)`` when code is nonzero."""

@@ -1,0 +1,334 @@
+"""The C-style renderer: statements and expressions of the loop IR as text of a `CSyntax`
+dialect, shared by every backend whose dialect subclasses `CSyntax`.
+
+Stage: rendering. Input: a verified `LoopProgram` and a dialect. Output: lines of C-style
+text per statement (`CRenderer.stmt`, `CRenderer.seq`), with what they need recorded on the
+renderer (helpers, threefry, checks, the buffers and statics they use). The backends wrap
+those lines: `c_backend` into functions and an entry point, `cuda_backend` into kernels.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import assert_never
+
+from ocannl_ast.backends import c_reorder
+from ocannl_ast.backends.c_contraction import KernelUse
+from ocannl_ast.backends.c_syntax import ASCII_WORD, C, CSyntax, Word, c_ident
+from ocannl_ast.backends.c_uint4x32 import TYPE as U4
+from ocannl_ast.errors import BackendError
+from ocannl_ast.lowering.loop_ir import (
+    Binary,
+    BinOp,
+    Buffer,
+    CheckIndex,
+    Comment,
+    Const,
+    DeclLocal,
+    Expr,
+    Fill,
+    ForLoop,
+    Get,
+    GetLocal,
+    IndexExpr,
+    LoopProgram,
+    Noop,
+    Seq,
+    SetCell,
+    SetFromVec,
+    SetLocal,
+    Stmt,
+    Symbol,
+    SymbolValue,
+    Ternary,
+    TernOp,
+    ThreefryUniform,
+    Unary,
+    UnOp,
+)
+
+__all__ = ["CRenderer", "has_loop", "is_word", "strip_outer", "top_level_units", "unique_name"]
+
+
+def strip_outer(text: str) -> str:
+    """Drop one pair of parentheses enclosing the whole expression: ``(a + b)`` -> ``a + b``,
+    while ``(a) + (b)`` stays."""
+    if not (text.startswith("(") and text.endswith(")")):
+        return text
+    depth = 0
+    for pos, ch in enumerate(text):
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if depth == 0 and pos < len(text) - 1:
+            return text
+    return text[1:-1]
+
+
+def unique_name(name: str, taken: set[str]) -> str:
+    """`name`, or ``name_1``, ``name_2``, ... : the first not in `taken` (then added to it)."""
+    out, k = name, 1
+    while out in taken:
+        out, k = f"{name}_{k}", k + 1
+    taken.add(out)
+    return out
+
+
+def top_level_units(s: Stmt) -> list[Stmt]:
+    """The top-level statements of a routine body, nested blocks without locals flattened:
+    the units a backend packs into functions or kernels."""
+    if isinstance(s, Seq) and not any(isinstance(x, DeclLocal) for x in s.stmts):
+        return [u for x in s.stmts for u in top_level_units(x)]
+    return [s]
+
+
+def is_word(e: Expr) -> bool:
+    """Whether an expression is a uint4x32 word (a read of a uint4x32 buffer, threefry)."""
+    match e:
+        case Get(buffer=buf):
+            return buf.uint4x32
+        case Binary(op=op):
+            return op is BinOp.THREEFRY4X32
+        case _:
+            return False
+
+
+def has_loop(s: Stmt) -> bool:
+    """Whether `s` contains a loop (a loop around `s` is not innermost)."""
+    match s:
+        case ForLoop():
+            return True
+        case Seq(stmts=stmts):
+            return any(has_loop(x) for x in stmts)
+        case _:
+            return False
+
+
+@dataclass(slots=True)
+class CRenderer:
+    """Renders the statements and expressions of one routine in a C-style dialect.
+
+    The public renderer every dialect builds on: `c_backend` packs its output into C
+    functions, `cuda_backend` into kernels. Names are fixed on construction: buffers get
+    `c_ident` names (renamed ``b_<name>`` when in `syntax.reserved_names`), static
+    arguments ``s_<name>``; loop counters are ``i0, i1, ...`` in the order loops are
+    rendered. The renderer records what the text rendered so far needs: `helpers`,
+    `threefry`, `checks`, and (reset by the caller per unit) `used_buffers`, `used_symbols`,
+    `checked`. Example: ``r = CRenderer(prog); r.stmt(prog.body, 1, lines)``.
+    """
+
+    prog: LoopProgram
+    syntax: CSyntax = C
+    words: dict[str, str] = field(init=False)  #: `Word` -> text for the precision
+    buffers: dict[Buffer, str] = field(default_factory=dict)  #: C names of the parameters
+    symbols: dict[Symbol, str] = field(default_factory=dict)  #: C names of statics, counters
+    locals: dict[str, str] = field(default_factory=dict)
+    helpers: set[str] = field(default_factory=set)  #: helper definitions the text calls
+    threefry: bool = False  #: the text calls the threefry uniform generator
+    checks: dict[int, str] = field(default_factory=dict)  #: CheckIndex code -> description
+    n_iters: int = 0  #: loop counters named so far
+    #: contraction kernels (`syntax.contraction_kernels`: `c_contraction`); None keeps
+    #: every loop nest
+    kernels: KernelUse | None = None
+    #: hoist small reductions outside their output loops (`syntax.reorder_loops`)
+    reorder: bool = False
+    used_buffers: set[Buffer] = field(default_factory=set)  #: by the text rendered so far
+    used_symbols: set[Symbol] = field(default_factory=set)
+    checked: bool = False  #: whether that text has a CheckIndex (can return an error code)
+
+    def __post_init__(self) -> None:
+        if self.syntax.contraction_kernels:
+            self.kernels = KernelUse()
+        self.reorder = self.syntax.reorder_loops and c_reorder.enabled()
+        self.words = self.syntax.words(self.prog.precision)
+        taken: set[str] = set()
+        for buf in self.prog.buffers:
+            self.buffers[buf] = unique_name(c_ident(buf.name), taken)
+        for sym in self.prog.static_args:
+            self.symbols[sym] = unique_name("s_" + ASCII_WORD.sub("_", sym.name), taken)
+        for buf, name in list(self.buffers.items()):
+            if name in self.syntax.reserved_names:
+                self.buffers[buf] = unique_name("b_" + name, taken)
+
+    def sym(self, sym: Symbol) -> str:
+        """The C name of a static argument or loop counter already named."""
+        if sym not in self.symbols:
+            raise BackendError(f"{self.prog.name}: symbol {sym.name}#{sym.id} is not bound")
+        self.used_symbols.add(sym)
+        return self.symbols[sym]
+
+    def local(self, name: str) -> str:
+        """The C name of a scalar local (``l_<name>``)."""
+        if name not in self.locals:
+            # Always prefixed: a local must not shadow a buffer parameter of the same name.
+            taken = set(self.locals.values())
+            self.locals[name] = unique_name("l_" + ASCII_WORD.sub("_", name), taken)
+        return self.locals[name]
+
+    def affine(self, terms: dict[Symbol, int], offset: int) -> str:
+        """``4*i0 + i1 - 1``: integer (int64) C text of an affine combination."""
+        parts: list[str] = []
+        for sym, coeff in terms.items():
+            if coeff != 0:
+                name = self.sym(sym)
+                term = name if abs(coeff) == 1 else f"{abs(coeff)}*{name}"
+                sign = "-" if coeff < 0 else ("+" if parts else "")
+                parts.append(f"{sign} {term}" if parts else f"{sign}{term}")
+        if not parts:
+            parts.append(str(offset))
+        elif offset != 0:
+            parts.append(f"{'-' if offset < 0 else '+'} {abs(offset)}")
+        return " ".join(parts)
+
+    def index(self, e: IndexExpr) -> str:
+        """An index expression as integer C text."""
+        terms: dict[Symbol, int] = {}
+        for coeff, sym in e.terms:
+            terms[sym] = terms.get(sym, 0) + coeff
+        return self.affine(terms, e.offset)
+
+    def cell(self, buf: Buffer, index: tuple[IndexExpr, ...]) -> str:
+        """Row-major flat offset of a cell, folded into one affine expression."""
+        if buf not in self.buffers:
+            raise BackendError(f"{self.prog.name}: buffer {buf.name!r} is not a parameter")
+        if len(index) != len(buf.dims):
+            raise BackendError(f"{self.prog.name}: {len(index)} indices for {buf.name!r}")
+        terms: dict[Symbol, int] = {}
+        offset = 0
+        for axis, e in enumerate(index):
+            stride = math.prod(buf.dims[axis + 1 :])
+            for coeff, sym in e.terms:
+                terms[sym] = terms.get(sym, 0) + coeff * stride
+            offset += e.offset * stride
+        self.used_buffers.add(buf)
+        name = f"(({U4}*){self.buffers[buf]})" if buf.uint4x32 else self.buffers[buf]
+        return self.syntax.cell(name, self.affine(terms, offset))
+
+    def op(self, op: UnOp | BinOp | TernOp, *args: str) -> str:
+        """The dialect's text of `op` on `args`, recording the helpers it calls."""
+        text, helpers = self.syntax.op(op, self.words, args)
+        self.helpers.update(helpers)
+        return text
+
+    def expr(self, e: Expr) -> str:
+        """The C text of an expression (a number, or a uint4x32 word where `is_word`)."""
+        match e:
+            case Const(value=v):
+                return self.syntax.const(v, self.prog.precision)
+            case Get(buffer=buf, index=index):
+                return self.cell(buf, index)
+            case GetLocal(name=name):
+                return self.local(name)
+            case SymbolValue(symbol=sym):
+                return self.syntax.cast(self.words[Word.TYPE], self.sym(sym))
+            case Unary(op=op, arg=arg):
+                return self.op(op, self.num(arg))
+            case Binary(op=BinOp.THREEFRY4X32, lhs=lhs, rhs=rhs):
+                return self.op(BinOp.THREEFRY4X32, self.word(lhs), self.word(rhs))
+            case Binary(op=op, lhs=lhs, rhs=rhs):
+                return self.op(op, self.num(lhs), self.num(rhs))
+            case Ternary(op=op, a=a, b=b, c=c):
+                return self.op(op, self.num(a), self.num(b), self.num(c))
+            case ThreefryUniform(key=key, counter=counter):
+                self.threefry = True
+                return self.syntax.uniform_call(self.words, key, self.index(counter))
+            case _:
+                assert_never(e)
+
+    def value(self, e: Expr) -> str:
+        """`num` without enclosing parentheses (a right-hand side)."""
+        return strip_outer(self.num(e))
+
+    def num(self, e: Expr) -> str:
+        """`e` as a number of the routine's precision (a uint4x32 word gives its word 0)."""
+        if not is_word(e):
+            return self.expr(e)
+        self.helpers.add("u4")
+        return f"ocannl_u4_to_{self.words[Word.SUFFIX]}({strip_outer(self.expr(e))})"
+
+    def word(self, e: Expr) -> str:
+        """`e` as a uint4x32 word (a number gives its integer value in words 0 and 1)."""
+        if is_word(e):
+            return self.expr(e)
+        self.helpers.add("u4")
+        return f"ocannl_to_u4_{self.words[Word.SUFFIX]}({strip_outer(self.expr(e))})"
+
+    def stmt(self, s: Stmt, depth: int, out: list[str]) -> None:
+        """Append the lines of `s`, indented by `depth` levels, to `out`."""
+        pad = "  " * depth
+        match s:
+            case Noop():
+                pass
+            case Comment(text=text):
+                out.extend(f"{pad}/* {ln.replace('*/', '* /')} */" for ln in text.splitlines())
+            case Seq(stmts=stmts):
+                self.seq(stmts, depth, out)
+            case ForLoop(symbol=sym, extent=extent, body=body):
+                self.for_loop(sym, extent, body, depth, out)
+            case SetCell(buffer=buf, index=index, value=value):
+                text = self.word(value) if buf.uint4x32 else self.value(value)
+                out.append(f"{pad}{self.cell(buf, index)} = {strip_outer(text)};")
+            case SetFromVec(buffer=buf, vector=vec, value=value, length=n):
+                self.helpers.update(("u4", "vec_uniform"))
+                start = f"{n} * ({self.index(vec)})"
+                total = math.prod(buf.dims)
+                self.used_buffers.add(buf)
+                fn = f"ocannl_vec_uniform_{self.words[Word.SUFFIX]}"
+                out.append(f"{pad}{fn}({self.buffers[buf]} + {start}, {total} - {start}, "
+                           f"{strip_outer(self.word(value))});")
+            case DeclLocal(name=name, init=init):
+                t = self.words[Word.TYPE]
+                out.append(f"{pad}{t} {self.local(name)} = {self.value(init)};")
+            case SetLocal(name=name, value=value):
+                out.append(f"{pad}{self.local(name)} = {self.value(value)};")
+            case Fill(buffer=buf, value=value):
+                out.append(pad + self.fill(buf, value))
+            case CheckIndex(index=index, bound=bound, code=code):
+                idx = self.index(index)
+                self.checks.setdefault(code, f"index {idx} must lie in [0, {bound})")
+                self.checked = True
+                out.append(pad + self.syntax.check(idx, bound, code))
+            case _:
+                assert_never(s)
+
+    def seq(self, stmts: tuple[Stmt, ...], depth: int, out: list[str]) -> None:
+        """Append the lines of `stmts` in order (a unit list of a part or kernel body)."""
+        # A nested Seq that declares locals is a C block, so its locals stay inside it.
+        for sub in stmts:
+            if isinstance(sub, Seq) and any(isinstance(x, DeclLocal) for x in sub.stmts):
+                out.append("  " * depth + "{")
+                self.stmt(sub, depth + 1, out)
+                out.append("  " * depth + "}")
+            else:
+                self.stmt(sub, depth, out)
+
+    def for_loop(self, sym: Symbol, extent: int, body: Stmt, depth: int, out: list[str]) -> None:
+        """A loop: a contraction kernel call or a reordered nest where the dialect allows
+        and they apply, else a plain ``for`` (after `syntax.inner_loop_pragma` if innermost).
+        """
+        if self.kernels is not None and self.kernels.render(self, ForLoop(sym, extent, body),
+                                                            depth, out):
+            return
+        if self.reorder and c_reorder.render(self, ForLoop(sym, extent, body), depth, out):
+            return
+        if sym not in self.symbols:
+            self.symbols[sym] = f"i{self.n_iters}"
+            self.n_iters += 1
+        name = self.symbols[sym]
+        if self.syntax.inner_loop_pragma and not has_loop(body):
+            out.append("  " * depth + self.syntax.inner_loop_pragma)
+        out.append("  " * depth + self.syntax.for_header(name, extent))
+        self.stmt(body, depth + 1, out)
+        out.append("  " * depth + "}")
+
+    def fill(self, buf: Buffer, value: float) -> str:
+        """The statement setting every cell of `buf` to `value`."""
+        name = self.buffers.get(buf)
+        if name is None:
+            raise BackendError(f"{self.prog.name}: buffer {buf.name!r} is not a parameter")
+        self.used_buffers.add(buf)
+        text = self.syntax.const(value, self.prog.precision)
+        if buf.uint4x32:
+            self.helpers.add("u4")
+            word = f"ocannl_to_u4_{self.words[Word.SUFFIX]}({text})"
+            return self.syntax.fill(f"(({U4}*){name})", math.prod(buf.dims), word)
+        return self.syntax.fill(name, math.prod(buf.dims), text)
