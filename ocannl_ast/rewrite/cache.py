@@ -27,6 +27,7 @@ import types
 from importlib.util import MAGIC_NUMBER
 from pathlib import Path
 
+from ocannl_ast import config
 from ocannl_ast.errors import Span
 
 FORMAT = b"ocannl_ast-rewrite-cache 1\n"  #: first line of every entry; bump on layout change
@@ -39,11 +40,7 @@ Entry = tuple[types.CodeType, tuple[Span, ...]]
 
 def cache_dir() -> Path | None:
     """The directory of the rewrite cache, or None when it is disabled."""
-    own = os.environ.get("OCANNL_AST_REWRITE_CACHE")
-    if own is not None:
-        return None if own.strip().lower() in ("", "0", "off") else Path(own)
-    shared = os.environ.get("OCANNL_AST_CACHE")
-    return (Path(shared) if shared else Path.home() / ".cache" / "ocannl_ast") / "rewrite"
+    return config.rewrite_cache_dir()
 
 
 @functools.cache

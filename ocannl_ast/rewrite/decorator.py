@@ -12,11 +12,11 @@ from __future__ import annotations
 import builtins
 import functools
 import importlib
-import os
 import types
 from collections.abc import Callable
 from typing import Any, Literal, TypeVar
 
+from ocannl_ast import config
 from ocannl_ast.errors import DslSyntaxError, Span, user_span
 from ocannl_ast.rewrite import cache
 from ocannl_ast.rewrite.contract import OC, REDUCER_ACCUM, SPANS
@@ -179,11 +179,11 @@ def make_decorator(kind: Kind, builders: object) -> Callable[[F], F]:
         try:
             return _decorate(fn, kind, namespace)  # type: ignore[return-value]
         except DslSyntaxError as exc:
-            if os.environ.get("OCANNL_AST_DEBUG") == "1":
+            if config.debug():
                 raise
             raise exc.with_traceback(None) from None
         except Exception as exc:
-            if os.environ.get("OCANNL_AST_DEBUG") == "1":
+            if config.debug():
                 raise
             name = getattr(fn, "__qualname__", repr(fn))
             raise unreadable(

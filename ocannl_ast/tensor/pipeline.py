@@ -9,12 +9,12 @@ it, and the loop IR once, after the last loop-IR stage.
 from __future__ import annotations
 
 import dataclasses
-import os
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, assert_never
 
+from .. import config
 from ..errors import ShapeError
 from ..infer import padding
 from ..infer.padding import Margins
@@ -325,7 +325,7 @@ def virtualizing(opts: Options) -> bool:
     """Whether to virtualize: the option, else OCANNL_AST_VIRTUALIZE (on unless "0")."""
     if opts.virtualize is not None:
         return opts.virtualize
-    return os.environ.get("OCANNL_AST_VIRTUALIZE", "1") != "0"
+    return config.virtualize()
 
 
 def fold_constant_loops(prog: LoopProgram, opts: Options) -> Decided:
@@ -454,7 +454,7 @@ class Lowered:
 
 def checking() -> bool:
     """Verify between stages (OCANNL_AST_CHECK=1; the test suite sets it)."""
-    return os.environ.get("OCANNL_AST_CHECK") == "1"
+    return config.checking()
 
 
 def run(code: Code, opts: Options) -> Lowered:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import operator
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -19,6 +19,9 @@ from . import validate
 from .node import Code, Tensor
 from .pipeline import Lowered
 
+if TYPE_CHECKING:
+    from ..backends.protocol import Backend, CompiledRoutine
+
 #: ``fast(args, kwargs) -> bool``: ran the routine without checks (see `fast_caller`)
 FastCall = Callable[[tuple[Any, ...], dict[str, Any]], bool]
 
@@ -26,7 +29,7 @@ FastCall = Callable[[tuple[Any, ...], dict[str, Any]], bool]
 class Host(Protocol):
     """What a routine uses of the context it was compiled in (`context.Context`)."""
 
-    backend: Any  #: compiles the loop program (`backends`)
+    backend: Backend  #: compiles the loop program (`backends`)
     lock: threading.RLock  #: serializes routine calls with init, get and set
     available: set[int]  #: buffer ids that have values
     virtual: dict[int, str]  #: buffer id -> a routine that computes it inline
@@ -74,7 +77,8 @@ class Routine:
                                content_named=self.content_named)
         self.prog = out.prog
         self.name = out.prog.name
-        self.compiled = compiled = self.ctx.backend.compile(out.prog)
+        self.compiled: CompiledRoutine = self.ctx.backend.compile(out.prog)
+        compiled = self.compiled
         self.held_out = out.held_out
         self.ctx.adopt(out, self.name)
         reads, writes = read_write_sets(out.asgn)
@@ -90,12 +94,8 @@ class Routine:
         self.arrays: tuple[np.ndarray, ...] = ()
         self._fast: FastCall = lambda args, kwargs: False  # see `fast_caller`
         self._arrays_epoch = -1  # the ctx.arrays_epoch `arrays` were taken at
-        self._bind = getattr(compiled, "bind", None)  # the C backend binds once, then runs
-        if self._bind is not None:
-            compiled.share_lock(self.ctx.lock)
-            self._run = compiled.run_bound
-        else:
-            self._run = lambda statics: compiled(self.arrays, statics)
+        compiled.share_lock(self.ctx.lock)  # bound once (`_refresh`), then run
+        self._run = compiled.run_bound
         if self.ctx.fast is self:
             self.ctx.fast = None
         self._refresh()
@@ -112,10 +112,9 @@ class Routine:
             self.ctx.fast = None
 
     def _refresh(self) -> None:
-        """Take the context's current arrays (and bind them, on a backend that binds)."""
+        """Take the context's current arrays and bind them."""
         self.arrays = tuple(self.ctx.array(b) for b in self.prog.buffers)
-        if self._bind is not None:
-            self._bind(self.arrays)
+        self.compiled.bind(self.arrays)
         self._fast = fast_caller(self)
         self._arrays_epoch = self.ctx.arrays_epoch
 
@@ -177,7 +176,7 @@ class Routine:
         """Take the context's arrays again when it replaced one, or when a direct call of
         `compiled` bound other arrays."""
         if (self._arrays_epoch != self.ctx.arrays_epoch
-                or getattr(self.compiled, "bound", self.arrays) is not self.arrays):
+                or self.compiled.bound is not self.arrays):
             self._refresh()
 
     def run_unchecked(self) -> None:
@@ -201,8 +200,8 @@ class Routine:
 # `fast_caller(routine)` builds ``fast(args, kwargs) -> bool`` once per binding of the
 # routine's arrays. It runs the routine and returns True when the call can skip every
 # check: the static arguments are exactly the routine's, as Python ints (positional, or all
-# by name), the routine is the context's `fast` one, and on a binding backend (C) its
-# compiled code is still bound to these arrays. Otherwise it returns False having run
+# by name), the routine is the context's `fast` one, and its compiled code (every backend
+# binds: `backends.protocol.CompiledRoutine`) is still bound to these arrays. Otherwise it returns False having run
 # nothing, and the caller goes the checked way (which validates and explains). A static
 # beyond int64 raises OverflowError before anything runs. Closure variables, not
 # attributes: this is the hot path of a training loop, a few hundred nanoseconds.
@@ -210,8 +209,8 @@ class Routine:
 def fast_caller(routine: Routine) -> FastCall:
     """The fast path of `routine` over its current arrays (see the module docstring)."""
     compiled = routine.compiled
-    if getattr(compiled, "bound", None) is not routine.arrays:
-        return _unbound_caller(routine)
+    if compiled.bound is not routine.arrays:
+        return lambda args, kwargs: False
     if len(routine.static_names) == 1:
         return _one_static_caller(routine)
     ctx, lock, arrays, n = routine.ctx, routine.ctx.lock, routine.arrays, len(routine.static_names)
@@ -258,23 +257,6 @@ def _one_static_caller(routine: Routine) -> FastCall:
             code = fn(table, st)
             if code:
                 raise failed(code)
-        return True
-
-    return fast
-
-
-def _unbound_caller(routine: Routine) -> FastCall:
-    """A backend that does not bind arrays (CUDA): its compiled call checks them itself."""
-    ctx, lock, compiled, arrays = routine.ctx, routine.ctx.lock, routine.compiled, routine.arrays
-
-    def fast(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-        statics = _positional(routine, args, kwargs)
-        if statics is None:
-            return False
-        with lock:
-            if ctx.fast is not routine:
-                return False
-            compiled(arrays, statics)
         return True
 
     return fast

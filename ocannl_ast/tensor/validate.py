@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
 
@@ -15,6 +15,9 @@ from ..errors import ArgumentError, OcannlError, RuntimeDataError, ShapeError, S
 from ..infer.spec_parser import parse_spec
 from ..infer.terms import Dim
 from .node import BatchList, NodeRef, Tensor
+
+if TYPE_CHECKING:
+    from ..backends.protocol import Backend
 
 PRECISIONS = ("float32", "float64")
 _INT64_MAX = 2**63 - 1
@@ -320,7 +323,7 @@ def op_builder_args(fn: str, op_asn: Any, grad_asn: Any, logic: Any, name: Any) 
     check_str(fn, "name", name, optional=True)
 
 
-def backend(name: Any, precision: Any = "float32") -> Any:
+def backend(name: Any, precision: Any = "float32") -> Backend:
     """`oc.Context(backend, precision=)`, `oc.render`: the backend object, errors located."""
     from ..backends import get_backend
     from ..errors import BackendError
