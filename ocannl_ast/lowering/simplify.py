@@ -13,8 +13,11 @@ from typing import assert_never
 from . import assignments as A
 from .loop_ir import BinOp
 
+#: an assignment that is not a sequence
+_Leaf = A.Accum | A.Block | A.RevSides | A.Fetch | A.CheckStatic | A.VecSet
 
-def _flatten(code: A.Asgn) -> list[A.Asgn]:
+
+def _flatten(code: A.Asgn) -> list[_Leaf]:
     match code:
         case A.Seq(items=items):
             return [x for it in items for x in _flatten(it)]
@@ -56,5 +59,5 @@ def fold_zero_fills(code: A.Asgn) -> A.Asgn:
             case A.CheckStatic():
                 pass
             case _:
-                raise AssertionError(it)
+                assert_never(it)
     return A.seq(*(it for pos, it in enumerate(items) if pos not in dropped))

@@ -69,10 +69,10 @@ class Builders(Protocol):
     own dialect functions; errors raised while building carry it.
     """
 
-    def param(self, name: str, scope: str, *, span: Any = None, **fields: Any) -> Any:
+    def param(self, name: str, *, span: Any = None, **fields: Any) -> Any:
         """@op `{w := init, o := [h], ...}`: fields init/output_dims/input_dims/batch_dims/..."""
 
-    def node(self, name: str, scope: str, *, span: Any = None, **fields: Any) -> Any:
+    def node(self, name: str, *, span: Any = None, **fields: Any) -> Any:
         """@cd `{x}[...]`: a non-differentiable node; fields incl. `slot="rhs1"` by naming."""
 
     def literal(self, values: Any) -> Any:

@@ -1,7 +1,7 @@
 """Inline declarations: `{w}`, `{w := 0.5}`, `{b, o := [h]}` (@op) and `{x}[...]` (@cd).
 
 Input: an original/updated pair of set displays. Output: a `Declaration`, the statement that
-creates it (`w = __oc__.param("w", "<qualname>", output_dims=[h])`, hoisted to the top of the
+creates it (`w = __oc__.param("w", output_dims=[h])`, hoisted to the top of the
 decorated function) and the checks that make hoisting safe (no name bound in the body).
 """
 
@@ -99,10 +99,10 @@ def parse_declaration(
     return Declaration(name, "param" if kind == "op" else "node", tuple(fields), original)
 
 
-def hoisted_statement(decl: Declaration, qualname: str) -> cst.SimpleStatementLine:
-    """`name = __oc__.param("name", "qualname", k=v, ...)` (or `__oc__.node`)."""
+def hoisted_statement(decl: Declaration) -> cst.SimpleStatementLine:
+    """`name = __oc__.param("name", k=v, ...)` (or `__oc__.node`)."""
     kwargs = [(f.key, f.value) for f in decl.fields]
-    value = build.oc_call(decl.builder, [build.string(decl.name), build.string(qualname)], kwargs)
+    value = build.oc_call(decl.builder, [build.string(decl.name)], kwargs)
     return build.statement(build.assign(decl.name, value))
 
 

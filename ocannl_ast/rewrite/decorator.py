@@ -34,7 +34,7 @@ def rewrite_source(
     """The rewritten text of the one decorated `def` in `src` (pure; for golden tests).
 
     Example: ``rewrite_source("@op\\ndef f(x):\\n    return {w} @ x\\n", "op", "f")`` returns
-    ``'def f(x):\\n    w = __oc__.param("w", "f")\\n    return w @ x\\n'``.
+    ``'def f(x):\\n    w = __oc__.param("w")\\n    return w @ x\\n'``.
     """
     from ocannl_ast.rewrite import rewriter
 

@@ -213,7 +213,7 @@ class DialectTransformer(cst.CSTTransformer):
         head = body[:1] if body and m.matches(body[0], _DOCSTRING) else []
         hoisted: list[cst.BaseStatement] = []
         for decl in self.decls:
-            stmt = self.spanned(hoisted_statement(decl, self.qualname), decl.origin)
+            stmt = self.spanned(hoisted_statement(decl), decl.origin)
             self.record(stmt, *self.loc.lines(decl.origin))
             hoisted.append(stmt)
         middle = self.prologue(first) + body[len(head) :]

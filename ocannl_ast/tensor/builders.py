@@ -115,11 +115,11 @@ def accum(lhs: Any, op: str, rhs: Any, *, logic: str | None = None,
         slots = tuple(-1 if r.slot is None else r.slot for r in (target, *leaves.refs))
         item = AccumItem(target, acc, init, expr, tuple(leaves.refs), projections, slots, label)
         return pre + Code((item,))
-    rec = _producer_record(target, leaves.refs, rhs, logic, op)
+    rec = _producer_record(target, leaves.refs, logic, op)
     return pre + Code((AccumItem(target, acc, init, expr, tuple(leaves.refs), rec, None, label),))
 
 
-def _producer_record(target: NodeRef, refs: list[NodeRef], rhs: PrimCall, logic: str | None,
+def _producer_record(target: NodeRef, refs: list[NodeRef], logic: str | None,
                      op: str) -> OpRecord:
     """A standalone assignment contributes its own constraints (seed 000, producer regime)."""
     span = user_span()

@@ -18,11 +18,7 @@ from .node import Code, Tensor
 _FIELDS = ("output_dims", "input_dims", "batch_dims")
 
 
-def _label(name: str, scope: str) -> str:
-    return name
-
-
-def param(name: str, scope: str, *, span: Span | None = None, **fields: Any) -> Tensor:
+def param(name: str, *, span: Span | None = None, **fields: Any) -> Tensor:
     """@op `{w}`, `{w := init}`, `{b, o := [h]}`: a parameter labelled by its name; `span`
     is the declaration's place in the user's source (passed by the rewriter)."""
     with at(span):
@@ -31,10 +27,10 @@ def param(name: str, scope: str, *, span: Span | None = None, **fields: Any) -> 
         if fields:
             raise DslSyntaxError(f"inline parameter '{name}': unknown field(s) "
                                  f"{', '.join(sorted(fields))}", user_span())
-        return leaves.param(_label(name, scope), init=init, **dims)
+        return leaves.param(name, init=init, **dims)
 
 
-def node(name: str, scope: str, *, span: Span | None = None, **fields: Any) -> Tensor:
+def node(name: str, *, span: Span | None = None, **fields: Any) -> Tensor:
     """@cd `{x}[...] = ...`: a persistent non-differentiable node."""
     with at(span):
         slot = fields.pop("slot", None)
@@ -42,7 +38,7 @@ def node(name: str, scope: str, *, span: Span | None = None, **fields: Any) -> T
         if fields:
             raise DslSyntaxError(f"inline node '{name}': unknown field(s) "
                                  f"{', '.join(sorted(fields))}", user_span())
-        return leaves.node(_label(name, scope), scope, slot=slot, **dims)
+        return leaves.node(name, slot=slot, **dims)
 
 
 def spec_scope(text: str, thunks: Mapping[str, Callable[[], object]]) -> str:

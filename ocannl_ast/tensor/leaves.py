@@ -163,7 +163,7 @@ def _slot_number(slot: str) -> int | None:
         else None
 
 
-def node(name: str, scope: str = "", *, slot: str | None = None, output_dims: DimsArg = None,
+def node(name: str, *, slot: str | None = None, output_dims: DimsArg = None,
          input_dims: DimsArg = None, batch_dims: DimsArg = None) -> Tensor:
     """A persistent non-differentiable node declared inline in @cd code (`{x}[...] = ...`);
     zeros until written. With `slot` ("lhs", "rhs1", ...) it takes that slot's shape in the

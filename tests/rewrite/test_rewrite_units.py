@@ -17,7 +17,7 @@ from ocannl_ast.rewrite.literals import is_numeric_display
 
 def test_docstring_example() -> None:
     out = rewrite_source("@op\ndef f(x):\n    return {w} @ x\n", "op", "f")
-    assert out == 'def f(x):\n    w = __oc__.param("w", "f")\n    return w @ x\n'
+    assert out == 'def f(x):\n    w = __oc__.param("w")\n    return w @ x\n'
 
 
 @pytest.mark.parametrize(
@@ -61,7 +61,7 @@ def test_indented_snippet_keeps_absolute_positions() -> None:
     assert span is not None and (span.file, span.line, span.col) == ("m.py", 12, 25)
     out = rewrite_source(src.replace(" + {w}", ""), "op", "C.method")
     assert out.startswith("def method(self, x):\n")
-    assert 'w = __oc__.param("w", "C.method")' in out
+    assert 'w = __oc__.param("w")' in out
 
 
 def test_one_line_body() -> None:

@@ -1,11 +1,11 @@
 # ruff: noqa
 # mypy: ignore-errors
 def slot_names(t, t1, t2, g, g1, g2, projections):
-    sum_rhs1 = __oc__.node("sum_rhs1", "slot_names", slot="rhs1")
-    cond_rhs1 = __oc__.node("cond_rhs1", "slot_names", slot="rhs1")
-    lhs_mask = __oc__.node("lhs_mask", "slot_names", slot="lhs")
-    rhs_copy = __oc__.node("rhs_copy", "slot_names", slot="rhs1")
-    x_rhs2 = __oc__.node("x_rhs2", "slot_names", slot="rhs2")
+    sum_rhs1 = __oc__.node("sum_rhs1", slot="rhs1")
+    cond_rhs1 = __oc__.node("cond_rhs1", slot="rhs1")
+    lhs_mask = __oc__.node("lhs_mask", slot="lhs")
+    rhs_copy = __oc__.node("rhs_copy", slot="rhs1")
+    x_rhs2 = __oc__.node("x_rhs2", slot="rhs2")
     __oc_code = __oc__.code_collector()
     __oc_code.add(__oc__.accum(sum_rhs1, "=:@^", __oc__.prim("add", t1, t2), projections=projections, span=__oc_spans__[0]))
     __oc_code.add(__oc__.accum(cond_rhs1, "=:", __oc__.prim("eq", t, sum_rhs1), projections=projections, span=__oc_spans__[1]))

@@ -2,9 +2,9 @@
 # mypy: ignore-errors
 def hoist_scopes(xs, n):
     """Sums of the same shared parameters."""
-    w = __oc__.param("w", "hoist_scopes")
-    v = __oc__.param("v", "hoist_scopes", output_dims=[n])
-    u = __oc__.param("u", "hoist_scopes")
+    w = __oc__.param("w")
+    v = __oc__.param("v", output_dims=[n])
+    u = __oc__.param("u")
     out = []
     for x in xs:
         out.append(w @ x)

@@ -1,6 +1,6 @@
 # ruff: noqa
 # mypy: ignore-errors
 def mlp_layer(hid_dim):
-    w = __oc__.param("w", "mlp_layer")
-    b = __oc__.param("b", "mlp_layer", output_dims=[hid_dim])
+    w = __oc__.param("w")
+    b = __oc__.param("b", output_dims=[hid_dim])
     return lambda x: relu(w @ x + b)

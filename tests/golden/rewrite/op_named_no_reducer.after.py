@@ -1,7 +1,7 @@
 # ruff: noqa
 # mypy: ignore-errors
 def rearrange(x):
-    w = __oc__.param("w", "rearrange")
+    w = __oc__.param("w")
     t = __oc__.einsum("i,j=>j,i", x, span=__oc_spans__[0])
     first = __oc__.einsum("i,0=>i,", x, span=__oc_spans__[1])
     any_ = __oc__.einsum("i,_=>i,", x, span=__oc_spans__[2])

@@ -1,5 +1,5 @@
 # ruff: noqa
 # mypy: ignore-errors
 def inline_param(x):
-    w = __oc__.param("w", "inline_param")
+    w = __oc__.param("w")
     return w @ x

@@ -1,8 +1,8 @@
 # ruff: noqa
 # mypy: ignore-errors
 def param_init(x):
-    w = __oc__.param("w", "param_init", init=0.5)
-    v = __oc__.param("v", "param_init", init=[1.0, 2.0])
-    u = __oc__.param("u", "param_init", init=uniform())
-    z = __oc__.param("z", "param_init", init=__oc__.batch([(1, 2)]))
+    w = __oc__.param("w", init=0.5)
+    v = __oc__.param("v", init=[1.0, 2.0])
+    u = __oc__.param("u", init=uniform())
+    z = __oc__.param("z", init=__oc__.batch([(1, 2)]))
     return w * x + v + u + z
