@@ -8,8 +8,12 @@ grouped into M, N and K, so any strides, axis orders, transposes and im2col-styl
 (convolution) windows go through the same packing. Blocking: panels of B (KC x NC) and of A
 (MC x KC) are packed into aligned local buffers, zero-padded to whole micro-tiles; the
 micro-kernel keeps an MR x NR tile in vector registers (GCC vector extensions; the width
-follows ``__AVX512F__`` / ``__AVX__``). Only the micro-kernel compiles with FMA
-contraction (``optimize("fp-contract=fast")``); everything else keeps -ffp-contract=off.
+follows ``__AVX512F__`` / ``__AVX__``). All multiply-adds are explicit (`ocannl_mm_fma`: the
+x86 FMA builtin of that width under ``__FMA__`` / ``__AVX512F__``, else a product then a
+sum under the global -ffp-contract=off), never left to gcc's FMA contraction, which depends
+on the tuning: ``-mtune=znver*`` (``--param avoid-fma-max-bits=256``) keeps a loop-carried
+``acc += x * b`` chain as a multiply and an add in some loops and fuses it in others, so the
+small and blocked paths gave different bits on AMD CPUs with -march=native.
 Problems of one K block (one thread, no third factor on A, K <= OCK_KC and B's K x N panel
 within OCK_SMALL_BYTES) take the "small" path: B packed once (on the stack up to
 OCK_SMALL_STACK bytes: no heap allocation for small problems), A read in place through its
@@ -47,9 +51,30 @@ typedef OCK_T ocannl_mm_v_SFX __attribute__((vector_size(OCK_VB)));
 #define OCK_VL_SFX ((int64_t)(OCK_VB / sizeof(OCK_T)))
 #define OCK_NR_SFX (2 * OCK_VL_SFX)
 #define OCK_NC_SFX (OCK_NR_SFX * OCK_NC_TILES)
+#ifndef OCK_CAT3
+#define OCK_CAT3_(a, b, c) a##b##c
+#define OCK_CAT3(a, b, c) OCK_CAT3_(a, b, c)
+#endif
 
-/* ct[MR][NR] = sum_k ap[k][MR] (x) bp[k][NR]: FMA contraction in this function only. */
-__attribute__((optimize("fp-contract=fast")))
+/* acc + x * b in every lane. Explicit, so both paths (and every tile shape) round alike
+   whatever gcc's contraction heuristics decide: one rounding (FMA builtin) where the target
+   has FMA at this width, else a rounded product then a rounded sum (-ffp-contract=off). */
+__attribute__((always_inline))
+static inline ocannl_mm_v_SFX ocannl_mm_fma_SFX(ocannl_mm_v_SFX acc, OCK_T x, ocannl_mm_v_SFX b) {
+  const ocannl_mm_v_SFX xv = x - (ocannl_mm_v_SFX){0}; /* x in every lane (x - 0 is x) */
+#if OCK_VB == 64 && defined(__AVX512F__)
+  /* all lanes (mask -1), _MM_FROUND_CUR_DIRECTION (4): what _mm512_fmadd_ps/pd pass */
+  return OCK_CAT3(__builtin_ia32_vfmadd, OCK_PX, 512_mask)(xv, b, acc, -1, 4);
+#elif OCK_VB == 32 && defined(__FMA__)
+  return OCK_CAT3(__builtin_ia32_vfmadd, OCK_PX, 256)(xv, b, acc);
+#elif OCK_VB == 16 && defined(__FMA__)
+  return OCK_CAT3(__builtin_ia32_vfmadd, OCK_PX, )(xv, b, acc);
+#else
+  return acc + xv * b;
+#endif
+}
+
+/* ct[MR][NR] = sum_k ap[k][MR] (x) bp[k][NR], by ocannl_mm_fma in k order from 0. */
 static void ocannl_mm_micro_SFX(int64_t kc, const OCK_T* restrict ap, const OCK_T* restrict bp,
                           OCK_T* restrict ct) {
   ocannl_mm_v_SFX acc[OCK_MR][2];
@@ -62,8 +87,8 @@ static void ocannl_mm_micro_SFX(int64_t kc, const OCK_T* restrict ap, const OCK_
 #pragma GCC unroll 16
     for (int r = 0; r < OCK_MR; ++r) {
       OCK_T a = ap[k * OCK_MR + r];
-      acc[r][0] += a * b0;
-      acc[r][1] += a * b1;
+      acc[r][0] = ocannl_mm_fma_SFX(acc[r][0], a, b0);
+      acc[r][1] = ocannl_mm_fma_SFX(acc[r][1], a, b1);
     }
   }
 #pragma GCC unroll 16
@@ -185,11 +210,11 @@ static int ocannl_mm_block_SFX(const ocannl_mm_shape_SFX* s, const OCK_T* a, con
 }
 
 /* ---- small problems: B packed once, A read in place, C written directly ----
-   Same order per element as the blocked path when k <= OCK_KC (acc = 0; acc += a * b in k
-   order; c = acc or c += acc), so the two give the same bits. */
+   Same arithmetic per element as the blocked path when k <= OCK_KC (acc = 0; acc =
+   ocannl_mm_fma(acc, a, b) in k order; c = acc or c += acc), so the two give the same bits. */
 #define OCK_SVL OCK_VL_SFX
 /* Rows i0..i0+rows of C, columns j0..j0+nv*VL (bp: K x np, zero-padded); rows, nv constant. */
-__attribute__((optimize("fp-contract=fast"), always_inline))
+__attribute__((always_inline))
 static inline void ocannl_mm_stile_SFX(const ocannl_mm_shape_SFX* s, const OCK_T* a,
                                        const OCK_T* restrict bp, int64_t np, OCK_T* c, int add,
                                        int64_t i0, int rows, int64_t j0, int nv) {
@@ -210,7 +235,7 @@ static inline void ocannl_mm_stile_SFX(const ocannl_mm_shape_SFX* s, const OCK_T
     for (int r = 0; r < rows; ++r) {
       const OCK_T x = ar[r][o];
 #pragma GCC unroll 2
-      for (int v = 0; v < nv; ++v) acc[r][v] += x * bv[v];
+      for (int v = 0; v < nv; ++v) acc[r][v] = ocannl_mm_fma_SFX(acc[r][v], x, bv[v]);
     }
   }
   const int64_t w = s->n - j0 < nv * OCK_SVL ? s->n - j0 : nv * OCK_SVL;
@@ -239,7 +264,7 @@ static inline void ocannl_mm_stile_SFX(const ocannl_mm_shape_SFX* s, const OCK_T
 }
 
 /* One strip of `rows` rows over all columns: tiles of 2 vectors, the last one of 1. */
-__attribute__((optimize("fp-contract=fast"), always_inline))
+__attribute__((always_inline))
 static inline void ocannl_mm_strip_SFX(const ocannl_mm_shape_SFX* s, const OCK_T* a,
                                        const OCK_T* restrict bp, int64_t np, OCK_T* c, int add,
                                        int64_t i0, int rows) {
@@ -251,7 +276,7 @@ static inline void ocannl_mm_strip_SFX(const ocannl_mm_shape_SFX* s, const OCK_T
 
 /* The small path: B's K x np panel on the stack (heap beyond OCK_SMALL_STACK bytes; nonzero
    when out of memory), then strips of OCK_MR, OCK_MR / 2 and single rows. */
-__attribute__((optimize("fp-contract=fast"), noinline))
+__attribute__((noinline))
 static int ocannl_mm_small_SFX(const ocannl_mm_shape_SFX* s, const OCK_T* a, const OCK_T* b,
                                OCK_T* c, int add) {
   OCK_T local[OCK_SMALL_STACK / sizeof(OCK_T)] __attribute__((aligned(64)));
@@ -355,10 +380,13 @@ static int ocannl_mm_run_SFX(const OCK_T* a, const OCK_T* a2, const OCK_T* b, co
 #: path (the tests compare the two paths' bits).
 SMALL_BYTES = 1 << 22
 
+#: The x86 builtins' element suffix (``__builtin_ia32_vfmaddps256``) per C element type.
+_PX = {"float": "ps", "double": "pd"}
+
 
 def kernel_c(type_name: str, suffix: str) -> list[str]:
     """The kernel's C definitions for one element type. Example: ``kernel_c("float", "f")``."""
     text = _KERNEL.replace("_SFX", "_" + suffix)
-    return [f"#define OCK_T {type_name}", "#undef OCK_SMALL_BYTES",
-            f"#define OCK_SMALL_BYTES {int(SMALL_BYTES)}", *text.strip("\n").splitlines(),
-            "#undef OCK_T", ""]
+    return [f"#define OCK_T {type_name}", f"#define OCK_PX {_PX[type_name]}",
+            "#undef OCK_SMALL_BYTES", f"#define OCK_SMALL_BYTES {int(SMALL_BYTES)}",
+            *text.strip("\n").splitlines(), "#undef OCK_PX", "#undef OCK_T", ""]

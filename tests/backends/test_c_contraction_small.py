@@ -10,6 +10,7 @@ kernel called directly: the lowering's accumulating nests do not reach it at the
 from __future__ import annotations
 
 import ctypes
+import platform
 import shutil
 import subprocess
 from collections.abc import Callable
@@ -217,7 +218,8 @@ int run_T(const T* a, const T* b, T* c, int acc, const int64_t* d) {
 """
 
 
-def _kernel_lib(tmp_path: Path, precision: str, small: bool) -> ctypes.CDLL:
+def _kernel_lib(tmp_path: Path, precision: str, small: bool,
+                flags: tuple[str, ...] = ("-march=native",)) -> ctypes.CDLL:
     t, p = ("float", "f") if precision == "float32" else ("double", "d")
     saved = c_contraction_kernel.SMALL_BYTES
     c_contraction_kernel.SMALL_BYTES = saved if small else 0
@@ -225,11 +227,11 @@ def _kernel_lib(tmp_path: Path, precision: str, small: bool) -> ctypes.CDLL:
         text = "\n".join(["#include <stdint.h>", *c_contraction_kernel.kernel_c(t, p)])
     finally:
         c_contraction_kernel.SMALL_BYTES = saved
-    src = tmp_path / f"k_{p}_{int(small)}.c"
+    src = tmp_path / f"k_{p}_{int(small)}_{'_'.join(f.strip('-') for f in flags)}.c"
     src.write_text(text + _DRIVER.replace("run_T", "run").replace("T*", t + "*")
                    .replace("_P(", f"_{p}("))
     lib = src.with_suffix(".so")
-    subprocess.run(["gcc", "-O2", "-march=native", "-std=c11", "-ffp-contract=off",
+    subprocess.run(["gcc", "-O2", *flags, "-std=c11", "-ffp-contract=off",
                     "-fno-math-errno", "-shared", "-fPIC", str(src), "-o", str(lib)], check=True)
     return ctypes.CDLL(str(lib))
 
@@ -268,3 +270,24 @@ def test_kernel_accumulates_into_strided_c_with_the_blocked_paths_bits(
             if not transposed:
                 np.testing.assert_array_equal(outs[0][:, n:], c0[:, n:])  # padding untouched
             assert outs[0].tobytes() == outs[1].tobytes(), (m, k, n, transposed)
+
+
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="x86 flags")
+@pytest.mark.parametrize("flags", [("-march=native", "-mtune=znver3"), ("-march=x86-64",)],
+                         ids=["znver3_tuning", "no_fma"])
+def test_kernel_paths_give_the_same_bits_whatever_gcc_fuses(
+        flags: tuple[str, ...], tmp_path: Path) -> None:
+    """-mtune=znver3 (``--param avoid-fma-max-bits=256``) makes gcc leave some loop-carried
+    ``acc += x * b`` chains as a multiply and an add: the kernel's multiply-adds are
+    explicit, so its small and blocked paths (one-row, one-vector tails included) agree on
+    any CPU; -march=x86-64 has no FMA at all."""
+    for precision in ("float32", "float64"):
+        dtype = _dtype(precision)
+        libs = [_kernel_lib(tmp_path, precision, small, flags) for small in (True, False)]
+        for m, k, n in [(1, 3, 2), (1, 200, 8), (7, 31, 5), (13, 16, 33), (3, 256, 17)]:
+            a, b = _data(m + k, (m, k)).astype(dtype), _data(k + n, (k, n)).astype(dtype)
+            outs = [np.zeros((m, n), dtype) for _ in libs]
+            for lib, c in zip(libs, outs, strict=True):
+                _call(lib, a, b, c, False, (n, 1))
+            np.testing.assert_allclose(outs[0], a.astype(np.float64) @ b, **_tol(k, precision))
+            assert outs[0].tobytes() == outs[1].tobytes(), (precision, m, k, n)
