@@ -157,14 +157,17 @@ def compile_c(
     *,
     opt_flags: Sequence[str] = DEFAULT_OPT_FLAGS,
     cache_dir: str | os.PathLike[str] | None = None,
+    verify: bool = False,
 ) -> CRoutine:
     """Render `prog` in the dialect `syntax`, compile it (or reuse the cached shared object:
     the key covers the source, the flags, the compiler and the dialect) and load it.
 
-    `OCANNL_AST_CFLAGS` (space-separated) overrides `opt_flags`; with `OCANNL_AST_CHECK=1`
-    the program is verified first. Example: ``compile_c(prog, opt_flags=("-O0",))``.
+    `OCANNL_AST_CFLAGS` (space-separated) overrides `opt_flags`. With `verify`, the program
+    is verified first (`LoopIRError`): for a hand-built program; the pipeline verifies what
+    it lowers (under ``OCANNL_AST_CHECK=1``), so the backend does not again.
+    Example: ``compile_c(prog, opt_flags=("-O0",))``.
     """
-    if os.environ.get("OCANNL_AST_CHECK") == "1":
+    if verify:
         from ocannl_ast.lowering.loop_verify import verify_program
 
         verify_program(prog)
