@@ -197,7 +197,7 @@ def test_rewrite_never_imports_tensor() -> None:
 
 #: what a backend may see: the loop IR and what works on it alone, and the errors
 BACKEND_MAY_IMPORT = frozenset({
-    "ocannl_ast.errors", "ocannl_ast.lowering.loop_ir", "ocannl_ast.lowering.loop_verify",
+    "ocannl_ast.config", "ocannl_ast.errors", "ocannl_ast.lowering.loop_ir", "ocannl_ast.lowering.loop_verify",
     "ocannl_ast.lowering.loop_print", "ocannl_ast.lowering.threefry",
     "ocannl_ast.lowering.walk", "ocannl_ast.lowering.nests",
 })

@@ -17,7 +17,6 @@ subclass run by `CudaBackend`::
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -84,10 +83,6 @@ class CudaBackend:
         from .cuda_backend import plan_cuda
         from .cuda_runtime import compile_cuda_routine
 
-        if os.environ.get("OCANNL_AST_CHECK") == "1":
-            from ..lowering.loop_verify import verify_program
-
-            verify_program(prog)
         return compile_cuda_routine(prog, plan_cuda(prog, self.syntax))
 
     def ensure_runtime(self) -> None:

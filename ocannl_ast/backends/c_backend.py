@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ocannl_ast.backends.c_renderer import CRenderer, top_level_units
+from ocannl_ast.backends.c_renderer import CRenderer
 from ocannl_ast.backends.c_syntax import C, CSyntax, Word, c_const, c_ident
 from ocannl_ast.backends.compiler import (
     DEFAULT_OPT_FLAGS,
@@ -23,6 +23,7 @@ from ocannl_ast.backends.compiler import (
 from ocannl_ast.backends.protocol import CompiledRoutine
 from ocannl_ast.backends.runtime import CRoutine, LoadedLibrary, is_loaded, load
 from ocannl_ast.errors import BackendError
+from ocannl_ast.lowering import nests
 from ocannl_ast.lowering.loop_ir import (
     Buffer,
     Comment,
@@ -66,7 +67,7 @@ class _Part:
 
 def _parts(r: CRenderer, budget: int) -> list[_Part]:
     """The routine's body as a sequence of functions of about `budget` lines each."""
-    units = top_level_units(r.prog.body)
+    units = nests.units(r.prog.body)
     if any(isinstance(u, DeclLocal | SetLocal) for u in units):
         units = [r.prog.body]  # routine-level locals: one function keeps them in scope
     parts: list[_Part] = []
@@ -156,14 +157,17 @@ def compile_c(
     *,
     opt_flags: Sequence[str] = DEFAULT_OPT_FLAGS,
     cache_dir: str | os.PathLike[str] | None = None,
+    verify: bool = False,
 ) -> CRoutine:
     """Render `prog` in the dialect `syntax`, compile it (or reuse the cached shared object:
     the key covers the source, the flags, the compiler and the dialect) and load it.
 
-    `OCANNL_AST_CFLAGS` (space-separated) overrides `opt_flags`; with `OCANNL_AST_CHECK=1`
-    the program is verified first. Example: ``compile_c(prog, opt_flags=("-O0",))``.
+    `OCANNL_AST_CFLAGS` (space-separated) overrides `opt_flags`. With `verify`, the program
+    is verified first (`LoopIRError`): for a hand-built program; the pipeline verifies what
+    it lowers (under ``OCANNL_AST_CHECK=1``), so the backend does not again.
+    Example: ``compile_c(prog, opt_flags=("-O0",))``.
     """
-    if os.environ.get("OCANNL_AST_CHECK") == "1":
+    if verify:
         from ocannl_ast.lowering.loop_verify import verify_program
 
         verify_program(prog)

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from ocannl_ast import config
 from ocannl_ast.backends.c_contraction_kernel import kernel_c
 from ocannl_ast.backends.c_syntax import CSyntax, Word
 from ocannl_ast.errors import BackendError
@@ -79,7 +80,7 @@ class Renderer(Protocol):
 
 def threads_setting() -> int:
     """``$OCANNL_AST_THREADS``: a positive count or ``auto`` (the machine's cores); 1 unset."""
-    raw = os.environ.get("OCANNL_AST_THREADS", "").strip()
+    raw = config.threads()
     if raw == "":
         return 1
     if raw.lower() == "auto":

@@ -47,8 +47,10 @@ from ocannl_ast.lowering.loop_ir import (
     Unary,
     UnOp,
 )
+from ocannl_ast.lowering.nests import flat_terms
+from ocannl_ast.lowering.walk import stmt_nodes
 
-__all__ = ["CRenderer", "has_loop", "is_word", "strip_outer", "top_level_units", "unique_name"]
+__all__ = ["CRenderer", "has_loop", "is_word", "strip_outer", "unique_name"]
 
 
 def strip_outer(text: str) -> str:
@@ -73,14 +75,6 @@ def unique_name(name: str, taken: set[str]) -> str:
     return out
 
 
-def top_level_units(s: Stmt) -> list[Stmt]:
-    """The top-level statements of a routine body, nested blocks without locals flattened:
-    the units a backend packs into functions or kernels."""
-    if isinstance(s, Seq) and not any(isinstance(x, DeclLocal) for x in s.stmts):
-        return [u for x in s.stmts for u in top_level_units(x)]
-    return [s]
-
-
 def is_word(e: Expr) -> bool:
     """Whether an expression is a uint4x32 word (a read of a uint4x32 buffer, threefry)."""
     match e:
@@ -94,13 +88,7 @@ def is_word(e: Expr) -> bool:
 
 def has_loop(s: Stmt) -> bool:
     """Whether `s` contains a loop (a loop around `s` is not innermost)."""
-    match s:
-        case ForLoop():
-            return True
-        case Seq(stmts=stmts):
-            return any(has_loop(x) for x in stmts)
-        case _:
-            return False
+    return any(isinstance(x, ForLoop) for x in stmt_nodes(s))
 
 
 @dataclass(slots=True)
@@ -192,13 +180,7 @@ class CRenderer:
             raise BackendError(f"{self.prog.name}: buffer {buf.name!r} is not a parameter")
         if len(index) != len(buf.dims):
             raise BackendError(f"{self.prog.name}: {len(index)} indices for {buf.name!r}")
-        terms: dict[Symbol, int] = {}
-        offset = 0
-        for axis, e in enumerate(index):
-            stride = math.prod(buf.dims[axis + 1 :])
-            for coeff, sym in e.terms:
-                terms[sym] = terms.get(sym, 0) + coeff * stride
-            offset += e.offset * stride
+        terms, offset = flat_terms(buf.dims, index)
         self.used_buffers.add(buf)
         name = f"(({U4}*){self.buffers[buf]})" if buf.uint4x32 else self.buffers[buf]
         return self.syntax.cell(name, self.affine(terms, offset))

@@ -21,10 +21,10 @@ off; so does a dialect without `reorder_loops` (CUDA: one thread per cell).
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import replace
 from typing import Protocol
 
+from ocannl_ast import config
 from ocannl_ast.backends.c_syntax import CSyntax, Word
 from ocannl_ast.lowering.loop_ir import (
     Buffer,
@@ -65,7 +65,7 @@ class Renderer(Protocol):
 
 def enabled() -> bool:
     """``$OCANNL_AST_REORDER``: on unless it is ``0``."""
-    return os.environ.get("OCANNL_AST_REORDER", "1").strip() != "0"
+    return config.reorder()
 
 
 def _flat_coeff(g: Get, sym: Symbol) -> int:

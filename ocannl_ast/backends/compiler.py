@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ocannl_ast import config
 from ocannl_ast.errors import BackendError
 
 DEFAULT_OPT_FLAGS: tuple[str, ...] = ("-O2", "-march=native")
@@ -53,16 +54,15 @@ class CacheEntry:
 
 def cache_dir_default() -> Path:
     """``$OCANNL_AST_CACHE``, else ``~/.cache/ocannl_ast/c``."""
-    env = os.environ.get("OCANNL_AST_CACHE")
-    return Path(env) if env else Path.home() / ".cache" / "ocannl_ast" / "c"
+    return config.c_cache_dir()
 
 
 def effective_flags(opt_flags: Sequence[str]) -> tuple[str, ...]:
     """gcc flags: ``$OCANNL_AST_CFLAGS`` (space-separated) or `opt_flags`, then the sanitizer
     flags when ``OCANNL_AST_SANITIZE=1``, then `REQUIRED_FLAGS`."""
-    env = os.environ.get("OCANNL_AST_CFLAGS")
-    flags = tuple(env.split()) if env is not None else tuple(opt_flags)
-    if os.environ.get("OCANNL_AST_SANITIZE") == "1":
+    env = config.cflags()
+    flags = env if env is not None else tuple(opt_flags)
+    if config.sanitize():
         flags += SANITIZE_FLAGS
     return (*flags, *REQUIRED_FLAGS)
 

@@ -15,37 +15,28 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import assert_never
 
-from ocannl_ast.backends.c_renderer import CRenderer, top_level_units
+from ocannl_ast.backends.c_renderer import CRenderer
 from ocannl_ast.backends.c_syntax import Word, c_ident
 from ocannl_ast.backends.cuda_syntax import CUDA, THREAD, CudaSyntax
+from ocannl_ast.lowering import nests
 from ocannl_ast.lowering.loop_ir import (
-    Binary,
     Buffer,
     CheckIndex,
     Comment,
-    Const,
     DeclLocal,
-    Expr,
     Fill,
     ForLoop,
-    Get,
-    GetLocal,
     IndexExpr,
     LoopProgram,
     Noop,
-    Seq,
     SetCell,
     SetFromVec,
     SetLocal,
     Stmt,
     Symbol,
-    SymbolValue,
-    Ternary,
-    ThreefryUniform,
-    Unary,
 )
+from ocannl_ast.lowering.walk import Loop, own_symbols, reads, stmt_gets, stmt_nodes, writes
 
 THREADS_PER_BLOCK = 256
 MAX_BLOCKS = 1 << 16
@@ -91,33 +82,11 @@ class CudaPlan:
 # ---- uses and independence ----------------------------------------------------------
 
 
-def _expr_uses(e: Expr, bufs: set[Buffer], syms: set[Symbol],
-               reads: list[tuple[Buffer, tuple[IndexExpr, ...]]]) -> None:
-    match e:
-        case Const() | GetLocal():
-            pass
-        case Get(buffer=buf, index=index):
-            bufs.add(buf)
-            reads.append((buf, index))
-            syms.update(s for ix in index for _, s in ix.terms)
-        case SymbolValue(symbol=sym):
-            syms.add(sym)
-        case Unary(arg=arg):
-            _expr_uses(arg, bufs, syms, reads)
-        case Binary(lhs=lhs, rhs=rhs):
-            _expr_uses(lhs, bufs, syms, reads)
-            _expr_uses(rhs, bufs, syms, reads)
-        case Ternary(a=a, b=b, c=c):
-            for x in (a, b, c):
-                _expr_uses(x, bufs, syms, reads)
-        case ThreefryUniform(counter=counter):
-            syms.update(s for _, s in counter.terms)
-        case _:
-            assert_never(e)
-
-
 @dataclass(slots=True)
 class _Uses:
+    """What a statement uses: its buffers, symbols, reads (with their indices), the
+    indices each buffer is written at, and whether it fills or vector-writes a buffer."""
+
     bufs: set[Buffer]
     syms: set[Symbol]
     reads: list[tuple[Buffer, tuple[IndexExpr, ...]]]
@@ -126,38 +95,16 @@ class _Uses:
 
     @staticmethod
     def of(s: Stmt) -> _Uses:
-        u = _Uses(set(), set(), [], {})
-        u.walk(s)
-        return u
-
-    def walk(self, s: Stmt) -> None:
-        match s:
-            case Noop() | Comment():
-                pass
-            case Seq(stmts=stmts):
-                for x in stmts:
-                    self.walk(x)
-            case ForLoop(body=body):
-                self.walk(body)
-            case SetCell(buffer=buf, index=index, value=value):
-                self.bufs.add(buf)
-                self.writes.setdefault(buf, set()).add(index)
-                self.syms.update(sym for ix in index for _, sym in ix.terms)
-                _expr_uses(value, self.bufs, self.syms, self.reads)
-            case DeclLocal(init=value) | SetLocal(value=value):
-                _expr_uses(value, self.bufs, self.syms, self.reads)
-            case Fill(buffer=buf):
-                self.bufs.add(buf)
-                self.fills = True
-            case SetFromVec(buffer=buf, vector=vec, value=value):
-                self.bufs.add(buf)  # a vector write: kept serial (like a fill)
-                self.fills = True
-                self.syms.update(sym for _, sym in vec.terms)
-                _expr_uses(value, self.bufs, self.syms, self.reads)
-            case CheckIndex(index=index):
-                self.syms.update(sym for _, sym in index.terms)
-            case _:
-                assert_never(s)
+        nodes = list(stmt_nodes(s))
+        written: dict[Buffer, set[tuple[IndexExpr, ...]]] = {}
+        for x in nodes:
+            if isinstance(x, SetCell):
+                written.setdefault(x.buffer, set()).add(x.index)
+        return _Uses(set(reads(s) | writes(s)),
+                     {sym for x in nodes for sym in own_symbols(x)},
+                     [(g.buffer, g.index) for g in stmt_gets(s)], written,
+                     # a fill or vector write: kept serial
+                     any(isinstance(x, Fill | SetFromVec) for x in nodes))
 
 
 def _independent(outer: tuple[Symbol, ...], body: Stmt) -> bool:
@@ -175,19 +122,6 @@ def _independent(outer: tuple[Symbol, ...], body: Stmt) -> bool:
         if not set(outer) <= alone:
             return False
     return all(index in uses.writes[buf] for buf, index in uses.reads if buf in uses.writes)
-
-
-def _nest(loop: ForLoop) -> tuple[list[ForLoop], list[Stmt]]:
-    """The perfectly nested loops from `loop` down, and the body below each."""
-    loops, bodies = [loop], [loop.body]
-    while True:
-        body = bodies[-1]
-        while isinstance(body, Seq) and len(body.stmts) == 1:
-            body = body.stmts[0]
-        if not isinstance(body, ForLoop):
-            return loops, bodies
-        loops.append(body)
-        bodies.append(body.body)
 
 
 # ---- rendering ----------------------------------------------------------------------
@@ -235,23 +169,24 @@ class _KernelWriter:
         line = f"    {self.r.buffers[unit.buffer]}[{THREAD}] = {value};"
         self.emit([unit], size, [f"  {self.syntax.grid_stride(size)}", line, "  }"])
 
-    def nest(self, loops: list[ForLoop], inner: Stmt) -> None:
-        total = math.prod(lp.extent for lp in loops)
+    def nest(self, unit: Stmt, loops: list[Loop], inner: Stmt) -> None:
+        """`unit`'s independent outer `loops` as one grid-stride loop around `inner`."""
+        total = math.prod(n for _, n in loops)
         if total == 0:  # a zero-size axis: the nest runs nothing (and a grid of 0 is invalid)
             return
         body = [f"  {self.syntax.grid_stride(total)}"]
         stride = total
-        for pos, lp in enumerate(loops):
-            name = self.r.symbols.get(lp.symbol) or f"i{self.r.n_iters}"
-            if lp.symbol not in self.r.symbols:
-                self.r.symbols[lp.symbol], self.r.n_iters = name, self.r.n_iters + 1
-            stride //= lp.extent
+        for pos, (sym, extent) in enumerate(loops):
+            name = self.r.symbols.get(sym) or f"i{self.r.n_iters}"
+            if sym not in self.r.symbols:
+                self.r.symbols[sym], self.r.n_iters = name, self.r.n_iters + 1
+            stride //= extent
             value = THREAD if stride == 1 else f"{THREAD} / {stride}"
             if pos > 0:
-                value = f"({value}) % {lp.extent}" if stride != 1 else f"{value} % {lp.extent}"
+                value = f"({value}) % {extent}" if stride != 1 else f"{value} % {extent}"
             body.append(f"    const {self.syntax.index_type} {name} = {value};")
         self.r.stmt(inner, 2, body)
-        self.emit([loops[0]], total, [*body, "  }"])
+        self.emit([unit], total, [*body, "  }"])
 
 
 def _host_check(prog: LoopProgram, s: Stmt) -> HostCheck | None:
@@ -269,7 +204,7 @@ def plan_cuda(prog: LoopProgram, syntax: CudaSyntax = CUDA) -> CudaPlan:
     r = CRenderer(prog, syntax)
     cname = c_ident(prog.name, "ocannl_")
     w = _KernelWriter(prog, r, syntax, cname, [], [], [])
-    units = top_level_units(prog.body)
+    units = nests.units(prog.body)
     if any(isinstance(u, DeclLocal | SetLocal) for u in units):
         units = [prog.body]  # routine-level locals: one serial kernel keeps them in scope
     host: list[HostCheck] = []
@@ -294,7 +229,7 @@ def plan_cuda(prog: LoopProgram, syntax: CudaSyntax = CUDA) -> CudaPlan:
         if isinstance(parallel, Fill):
             w.fill(parallel)
         else:
-            w.nest(*parallel)
+            w.nest(u, *parallel)
     w.serial(serial)
     head = [f"/* ocannl_ast routine {prog.name} ({prog.precision.value}), CUDA */"]
     head += [*syntax.includes, ""]
@@ -305,16 +240,17 @@ def plan_cuda(prog: LoopProgram, syntax: CudaSyntax = CUDA) -> CudaPlan:
     return CudaPlan(source, cname, tuple(w.kernels), tuple(host), dict(r.checks))
 
 
-def _parallel_part(u: Stmt) -> Fill | tuple[list[ForLoop], Stmt] | None:
+def _parallel_part(u: Stmt) -> Fill | tuple[list[Loop], Stmt] | None:
     """A fill of many cells, or the independent outer loops of a nest and what they run."""
     if isinstance(u, Fill):
         return u if math.prod(u.buffer.dims) > 1 else None
     if not isinstance(u, ForLoop):
         return None
-    loops, bodies = _nest(u)
+    loops, inner = nests.peel(u)
     for k in range(len(loops), 0, -1):
-        if _independent(tuple(lp.symbol for lp in loops[:k]), bodies[k - 1]):
-            return loops[:k], bodies[k - 1]
+        body = nests.nest(loops[k:], inner)
+        if _independent(tuple(sym for sym, _ in loops[:k]), body):
+            return loops[:k], body
     return None
 
 

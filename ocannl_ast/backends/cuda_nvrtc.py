@@ -12,10 +12,10 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Any
 
+from ocannl_ast import config
 from ocannl_ast.backends.compiler import _digest, _write_atomic
 from ocannl_ast.errors import BackendError
 
@@ -90,8 +90,7 @@ def nvrtc_compile(name: str, source: str, arch: str) -> tuple[bytes, str]:
 
 def cuda_cache_dir() -> Path:
     """``$OCANNL_AST_CACHE/cuda``, else ``~/.cache/ocannl_ast/cuda``."""
-    env = os.environ.get("OCANNL_AST_CACHE")
-    return (Path(env) if env else Path.home() / ".cache" / "ocannl_ast") / "cuda"
+    return config.cache_root() / "cuda"
 
 
 def cache_key(source: str, arch: str) -> str:

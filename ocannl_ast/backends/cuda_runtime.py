@@ -22,13 +22,12 @@ from typing import Any
 
 import numpy as np
 
+from ocannl_ast.backends.binding import BoundRoutine
 from ocannl_ast.backends.cuda_backend import CudaPlan
 from ocannl_ast.backends.cuda_nvrtc import INSTALL_HINT, compile_ptx
 from ocannl_ast.backends.protocol import Entry
-from ocannl_ast.backends.runtime import NUMPY_DTYPE
-from ocannl_ast.errors import BackendError, RuntimeDataError
-from ocannl_ast.lowering.loop_ir import LoopProgram, cell_elems
-from ocannl_ast.lowering.walk import writes
+from ocannl_ast.errors import BackendError
+from ocannl_ast.lowering.loop_ir import LoopProgram
 
 
 def driver_module() -> Any:
@@ -179,22 +178,16 @@ def load_image(image: bytes) -> bytes:
     return image + b"\0"
 
 
-class CudaRoutine:
+class CudaRoutine(BoundRoutine):
     """A loaded CUDA routine (a `protocol.CompiledRoutine`): ``routine(arrays, static_args)``
     like the C backend's, or `bind` once and `run_bound`. A run uploads the bound arrays the
     host wrote since, launches every kernel and returns without waiting (unless a kernel has
     an in-kernel check to read back)."""
 
     def __init__(self, prog: LoopProgram, plan: CudaPlan, image: bytes) -> None:
+        super().__init__(prog, plan.checks)
         dev = device()
-        self.name = prog.name
         self.plan = plan
-        self._dtype = NUMPY_DTYPE[prog.precision]
-        self._sizes = tuple(cell_elems(b, prog.precision) for b in prog.buffers)
-        self._buffers = prog.buffers
-        self._n_static = len(prog.static_args)
-        written = writes(prog.body)
-        self._written = tuple(b in written for b in prog.buffers)
         self._image = load_image(image)
         self._module = _check(dev.driver.cuModuleLoadData(self._image), "cuModuleLoadData")
         self._functions = [_check(dev.driver.cuModuleGetFunction(self._module, k.name.encode()),
@@ -208,30 +201,6 @@ class CudaRoutine:
                         for s in self._slots]
         self._last: tuple[int, ...] = ()
         self._statics = np.zeros(max(1, self._n_static), dtype=np.int64)  #: `entry`'s
-        self._lock: Any = threading.Lock()
-        self.bound: tuple[np.ndarray, ...] | None = None  #: the arrays runs use
-
-    def __call__(self, arrays: Sequence[np.ndarray], static_args: Sequence[int] = ()) -> None:
-        if len(arrays) != len(self._sizes) or len(static_args) != self._n_static:
-            raise BackendError(
-                f"routine {self.name} takes {len(self._sizes)} arrays and {self._n_static} "
-                f"static ints, got {len(arrays)} and {len(static_args)}")
-        with self._lock:
-            if self.bound is None or any(a is not b for a, b in zip(arrays, self.bound)):
-                self._bind(arrays)
-            self.run_bound(static_args)
-
-    def bind(self, arrays: Sequence[np.ndarray]) -> None:
-        """Check `arrays` and make them the bound arrays (uploaded by the next run)."""
-        if len(arrays) != len(self._sizes):
-            raise BackendError(f"routine {self.name} takes {len(self._sizes)} arrays, got "
-                               f"{len(arrays)}")
-        with self._lock:
-            self._bind(arrays)
-
-    def share_lock(self, lock: Any) -> None:
-        """Serialize direct calls on `lock` (a context's re-entrant lock)."""
-        self._lock = lock
 
     def run_bound(self, static_args: Sequence[int]) -> None:
         """Launch on the bound arrays (the caller holds the routine's lock)."""
@@ -252,7 +221,8 @@ class CudaRoutine:
 
     def _bind(self, arrays: Sequence[np.ndarray]) -> None:
         for pos, arr in enumerate(arrays):
-            self._check_array(pos, arr)
+            if not self._array_ok(pos, arr):
+                raise self._bad_array(pos, arr)
         self.bound = arrays if isinstance(arrays, tuple) else tuple(arrays)
 
     def _launch(self, arrays: Sequence[np.ndarray], static_args: Sequence[int]) -> None:
@@ -274,31 +244,19 @@ class CudaRoutine:
         if self._device_checks:
             self._read_error(dev)
 
-    def _failed(self, code: int) -> RuntimeDataError:
-        what = self.plan.checks.get(code, "unknown error code")
-        return RuntimeDataError(f"routine {self.name} failed with code {code}: {what}")
-
     def _host_checks(self, static_args: Sequence[int]) -> None:
         for c in self.plan.host_checks:
             index = sum(coeff * int(static_args[pos]) for coeff, pos in c.terms) + c.offset
             if not 0 <= index < c.bound:
                 raise self._failed(c.code)
 
-    def _check_array(self, pos: int, arr: np.ndarray) -> None:
-        if not (isinstance(arr, np.ndarray) and arr.dtype == self._dtype
-                and arr.size == self._sizes[pos] and arr.flags.c_contiguous
-                and (arr.flags.writeable or not self._written[pos])):
-            what = "writeable C-contiguous" if self._written[pos] else "C-contiguous"
-            raise BackendError(f"routine {self.name}: buffer {self._buffers[pos].name!r} "
-                               f"needs a {what} {self._dtype} array of "
-                               f"{self._sizes[pos]} elements")
-
     def _device_arrays(self, arrays: Sequence[np.ndarray]) -> list[_DevArray]:
         """The device copies of `arrays`, each checked again (an in-place resize) and
         uploaded where the host wrote it since."""
         devs: list[_DevArray] = []
         for pos, arr in enumerate(arrays):
-            self._check_array(pos, arr)
+            if not self._array_ok(pos, arr):
+                raise self._bad_array(pos, arr)
             d = _dev_array(arr)
             _upload(arr, d)
             devs.append(d)

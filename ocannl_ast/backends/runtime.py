@@ -8,7 +8,6 @@ ever sees it.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,16 +16,12 @@ from typing import Any
 import cffi
 import numpy as np
 
+from ocannl_ast.backends.binding import NUMPY_DTYPE, BoundRoutine
 from ocannl_ast.backends.protocol import Entry
-from ocannl_ast.errors import BackendError, RuntimeDataError
-from ocannl_ast.lowering.loop_ir import (
-    LoopProgram,
-    Precision,
-    cell_elems,
-)
-from ocannl_ast.lowering.walk import writes
+from ocannl_ast.errors import BackendError
+from ocannl_ast.lowering.loop_ir import LoopProgram
 
-NUMPY_DTYPE = {Precision.FLOAT32: np.dtype(np.float32), Precision.FLOAT64: np.dtype(np.float64)}
+__all__ = ["NUMPY_DTYPE", "CRoutine", "LoadedLibrary", "is_loaded", "load"]
 _LOADED: dict[str, tuple[cffi.FFI, Any]] = {}
 
 
@@ -61,7 +56,7 @@ def load(so_path: Path, cdef: str) -> tuple[cffi.FFI, Any]:
     return _LOADED[key]
 
 
-class CRoutine:
+class CRoutine(BoundRoutine):
     """A loaded C routine (a `protocol.CompiledRoutine`). Call it with one C-contiguous
     array per buffer, then static ints.
 
@@ -72,72 +67,21 @@ class CRoutine:
     owns the arrays (a context's `Routine`) binds once, then calls `run_bound`.
     """
 
-    __slots__ = (
-        "_buffers",
-        "_checks",
-        "_ctype",
-        "_dtype",
-        "_exports",
-        "_fn",
-        "_from_buffer",
-        "_lib",
-        "_lock",
-        "_n_static",
-        "_sizes",
-        "_statics",
-        "_table",
-        "_written",
-        "bound",
-        "library_path",
-        "name",
-        "source_path",
-    )
+    __slots__ = ("_ctype", "_exports", "_fn", "_from_buffer", "_lib", "_statics", "_table",
+                 "library_path", "source_path")
 
     def __init__(self, prog: LoopProgram, library: LoadedLibrary) -> None:
+        super().__init__(prog, library.checks)
         ffi, lib = library.ffi, library.lib
-        self.name = prog.name
         self.source_path = library.source_path  #: the generated C file
         self.library_path = library.so_path  #: the shared object it was compiled to
         self._lib = lib  # keeps the library mapped while the routine lives
         self._fn = getattr(lib, library.cname)
         self._from_buffer = ffi.from_buffer
         self._ctype = f"{library.c_type}[]"
-        self._dtype = NUMPY_DTYPE[prog.precision]
-        self._buffers = prog.buffers
-        self._sizes = tuple(cell_elems(b, prog.precision) for b in prog.buffers)
-        written = writes(prog.body)
-        self._written = tuple(b in written for b in prog.buffers)
-        self._n_static = len(prog.static_args)
-        self._checks = dict(library.checks)
         self._table = ffi.new(f"{library.c_type} *[]", max(1, len(prog.buffers)))
         self._statics = ffi.new("int64_t[]", max(1, self._n_static))
         self._exports: tuple[Any, ...] = ()  # keep the table's memory exported (alive)
-        self.bound: tuple[np.ndarray, ...] | None = None  #: the arrays of the table (read-only)
-        self._lock = threading.Lock()  # the table and the statics are shared state
-
-    def __call__(self, arrays: Sequence[np.ndarray], static_args: Sequence[int] = ()) -> None:
-        if len(arrays) != len(self._sizes) or len(static_args) != self._n_static:
-            raise BackendError(
-                f"routine {self.name} takes {len(self._sizes)} arrays and {self._n_static} "
-                f"static ints, got {len(arrays)} and {len(static_args)}"
-            )
-        with self._lock:
-            if arrays is not self.bound and not self._same_as_bound(arrays):
-                self._bind(arrays)
-            self._run(static_args)
-
-    def bind(self, arrays: Sequence[np.ndarray]) -> None:
-        """Check `arrays` (never let C touch a wrong one) and make them the bound arrays."""
-        if len(arrays) != len(self._sizes):
-            raise BackendError(f"routine {self.name} takes {len(self._sizes)} arrays, got "
-                               f"{len(arrays)}")
-        with self._lock:
-            self._bind(arrays)
-
-    def share_lock(self, lock: Any) -> None:
-        """Serialize on `lock` (re-entrant; a context's) instead of a lock of our own, so a
-        caller holding it can `run_bound` while direct calls still wait for it."""
-        self._lock = lock
 
     def run_bound(self, static_args: Sequence[int]) -> None:
         """Call C on the bound arrays with `static_args` (Python ints). The caller holds the
@@ -160,38 +104,11 @@ class CRoutine:
         ``code = fn(table, statics)``, and raise ``failed(code)`` when code is nonzero."""
         return self._fn, self._table, self._statics, self._failed
 
-    def _run(self, static_args: Sequence[int]) -> None:
-        try:
-            self.run_bound(static_args)
-        except (TypeError, OverflowError):
-            raise BackendError(f"routine {self.name}: static arguments must be 64-bit "
-                               f"ints, got {list(static_args)!r}") from None
-
-    def _failed(self, code: int) -> RuntimeDataError:
-        what = self._checks.get(code, "unknown error code")
-        return RuntimeDataError(f"routine {self.name} failed with code {code}: {what}")
-
-    def _same_as_bound(self, arrays: Sequence[np.ndarray]) -> bool:
-        """The bound arrays again (a new sequence of the same objects): no re-checks.
-
-        Our references and cffi's buffer exports keep those arrays' memory alive; the size
-        check catches an in-place ``resize``, the one way their data could move.
-        """
-        if self.bound is None:
-            return False
-        for arr, prev, size in zip(arrays, self.bound, self._sizes):
-            if arr is not prev or arr.size != size or arr.dtype != self._dtype:
-                return False
-        return True
-
     def _bind(self, arrays: Sequence[np.ndarray]) -> None:
         exports: list[Any] = []
-        for arr, size, written in zip(arrays, self._sizes, self._written):
-            if not (
-                isinstance(arr, np.ndarray) and arr.dtype == self._dtype and arr.size == size
-                and arr.flags.c_contiguous and (arr.flags.writeable or not written)
-            ):
-                raise self._bad_array(len(exports), arr)
+        for pos, arr in enumerate(arrays):
+            if not self._array_ok(pos, arr):
+                raise self._bad_array(pos, arr)
             exports.append(self._from_buffer(self._ctype, arr))
         if len({id(a) for a in arrays}) != len(arrays):
             self._check_aliasing(arrays)
@@ -207,15 +124,3 @@ class CRoutine:
             if written and ids.count(ids[pos]) > 1:
                 name = self._buffers[pos].name
                 raise BackendError(f"routine {self.name}: written buffer {name!r} aliases another")
-
-    def _bad_array(self, pos: int, arr: object) -> BackendError:
-        buf = self._buffers[pos]
-        want = f"a C-contiguous {self._dtype} array of {self._sizes[pos]} elements {buf.dims}"
-        if self._written[pos]:
-            want = "a writeable " + want.removeprefix("a ")
-        if isinstance(arr, np.ndarray):
-            got = f"{arr.dtype} {arr.shape}, c_contiguous={arr.flags.c_contiguous}"
-            got += f", writeable={arr.flags.writeable}"
-        else:
-            got = type(arr).__name__
-        return BackendError(f"routine {self.name}: buffer {buf.name!r} needs {want}; got {got}")

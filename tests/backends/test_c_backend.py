@@ -444,12 +444,11 @@ def test_env_flags_change_the_cache_key(tmp_path: Path, monkeypatch: pytest.Monk
     assert compile_c(row_sum()).library_path.parent == tmp_path / "env_cache"
 
 
-def test_check_env_verifies_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_verify_runs_first(tmp_path: Path) -> None:
     y = Buffer(0, "y", (2,))
     bad = LoopProgram("bad", (y,), (), ForLoop(I, 3, SetCell(y, ix(I), Const(1.0))))
-    monkeypatch.setenv("OCANNL_AST_CHECK", "1")
     with pytest.raises(ValueError, match="outside"):
-        compile_c(bad, cache_dir=tmp_path)
+        compile_c(bad, cache_dir=tmp_path, verify=True)
     assert not list(tmp_path.iterdir())
 
 
