@@ -84,6 +84,10 @@ class _Leaves:
         return A.Arg(len(self.refs) - 1)
 
 
+#: binary operators whose compose (`@`) reading OCANNL rejects (gh-ocannl-192)
+_NOT_COMPOSABLE = {BinOp.DIV: "/", BinOp.POW: "**"}
+
+
 def accum(lhs: Any, op: str, rhs: Any, *, logic: str | None = None,
           projections: OpRecord | None = None, label: str = "") -> Code:
     """One assignment `lhs <op> rhs` (OCANNL's `=:+`, `=+`, ...). With `projections` (an
@@ -102,6 +106,11 @@ def accum(lhs: Any, op: str, rhs: Any, *, logic: str | None = None,
         return Code()  # a gradient nobody needs (operand is not differentiable)
     if not isinstance(rhs, PrimCall):
         rhs = PrimCall(UnOp.IDENTITY, (rhs,))
+    if logic == "@" and rhs.op in _NOT_COMPOSABLE:
+        raise DslSyntaxError(
+            f"compose logic '@' multiplies matching axes and sums the rest: it does not apply "
+            f"to '{_NOT_COMPOSABLE[rhs.op]}' (as in OCANNL); write the product with '*', or "
+            "give an einsum spec as logic=", user_span())
     leaves = _Leaves()
     expr = leaves.expr(rhs)
     ctx = current_record.get()
