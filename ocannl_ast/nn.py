@@ -121,9 +121,7 @@ def layer_norm(eps=1e-5):
     """Normalize over the last output axis (mean 0, variance 1, biased variance as in
     PyTorch), then scale by a learned gain (init 1) and shift by a learned bias (init 0),
     both vectors over that axis."""
-    validate.check_number("layer_norm", "eps", eps)
-    if eps < 0:
-        validate.fail(ArgumentError, f"layer_norm: eps must be >= 0, got {eps}")
+    validate.check_nonnegative("layer_norm", "eps", eps)
 
     def layer(x):
         n = embed_dim(x)

@@ -66,7 +66,7 @@ def _adam_args(loss: Any, learning_rate: Any, betas: Any, eps: Any,
     """Validate `oc.adam_update`'s arguments; the two betas."""
     validate.check_tensor("adam_update", "loss", loss)
     if not isinstance(learning_rate, Tensor):
-        validate.check_number("adam_update", "learning_rate", learning_rate)
+        validate.check_nonnegative("adam_update", "learning_rate", learning_rate)
     if not isinstance(betas, tuple | list) or len(betas) != 2:
         validate.fail(ArgumentError, "adam_update: betas must be a pair (beta1, beta2), got "
                       f"{validate.describe(betas)}")
@@ -74,9 +74,6 @@ def _adam_args(loss: Any, learning_rate: Any, betas: Any, eps: Any,
         validate.check_number("adam_update", f"betas[{i}]", b)
         if not 0.0 <= b < 1.0:
             validate.fail(ArgumentError, f"adam_update: betas[{i}] must be in [0, 1), got {b}")
-    validate.check_number("adam_update", "eps", eps)
-    validate.check_number("adam_update", "weight_decay", weight_decay)
-    if eps < 0 or weight_decay < 0:
-        bad = ("eps", eps) if eps < 0 else ("weight_decay", weight_decay)
-        validate.fail(ArgumentError, f"adam_update: {bad[0]} must be >= 0, got {bad[1]}")
+    validate.check_nonnegative("adam_update", "eps", eps)
+    validate.check_nonnegative("adam_update", "weight_decay", weight_decay)
     return float(betas[0]), float(betas[1])

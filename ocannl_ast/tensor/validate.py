@@ -5,6 +5,7 @@ nothing, or a normalized value."""
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -105,6 +106,14 @@ def check_number(fn: str, param: str, x: Any) -> None:
     """A real Python/NumPy number (not None, complex, str, an array)."""
     if not is_real(x):
         fail(RuntimeDataError, f"{fn}: {param} must be a real number, got {describe(x)}")
+
+
+def check_nonnegative(fn: str, param: str, x: Any) -> None:
+    """A finite real number >= 0 (a learning rate, a momentum, an eps, a weight decay):
+    NaN or an infinity would make every weight NaN at the first step."""
+    check_number(fn, param, x)
+    if not math.isfinite(x) or x < 0:
+        fail(ArgumentError, f"{fn}: {param} must be a finite number >= 0, got {x}")
 
 
 def check_callable(fn: str, param: str, f: Any, *, optional: bool = False) -> None:
@@ -378,11 +387,9 @@ def sgd_args(loss: Any, learning_rate: Any, momentum: Any, weight_decay: Any,
     """`oc.sgd_update(loss, learning_rate=, momentum=, weight_decay=, nesterov=)`."""
     check_tensor("sgd_update", "loss", loss)
     if not isinstance(learning_rate, Tensor):
-        check_number("sgd_update", "learning_rate", learning_rate)
+        check_nonnegative("sgd_update", "learning_rate", learning_rate)
     for param, x in (("momentum", momentum), ("weight_decay", weight_decay)):
-        check_number("sgd_update", param, x)
-        if x < 0:
-            fail(ArgumentError, f"sgd_update: {param} must be >= 0, got {x}")
+        check_nonnegative("sgd_update", param, x)
     if not isinstance(nesterov, bool | np.bool_):
         fail(ArgumentError, f"sgd_update: nesterov must be a bool, got {describe(nesterov)}")
 

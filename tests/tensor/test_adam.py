@@ -107,9 +107,15 @@ def test_adamw_converges() -> None:
     ({"betas": (0.9,)}, "betas must be a pair"),
     ({"betas": (0.9, 1.0)}, r"betas\[1\] must be in \[0, 1\)"),
     ({"betas": (-0.1, 0.9)}, r"betas\[0\]"),
-    ({"eps": -1.0}, "eps must be >= 0"),
-    ({"weight_decay": -0.5}, "weight_decay must be >= 0"),
+    ({"eps": -1.0}, "eps must be a finite number >= 0"),
+    ({"weight_decay": -0.5}, "weight_decay must be a finite number >= 0"),
     ({"learning_rate": "fast"}, "learning_rate"),
+    ({"learning_rate": float("nan")}, "learning_rate must be a finite number >= 0, got nan"),
+    ({"learning_rate": float("inf")}, "learning_rate must be a finite"),
+    ({"learning_rate": -0.1}, "learning_rate must be a finite number >= 0"),
+    ({"eps": float("nan")}, "eps must be a finite"),
+    ({"weight_decay": float("nan")}, "weight_decay must be a finite"),
+    ({"betas": (float("nan"), 0.9)}, r"betas\[0\]"),
 ])
 def test_adam_update_rejects_bad_arguments(kwargs: dict[str, object], match: str) -> None:
     _, _, loss = _model()
@@ -120,3 +126,23 @@ def test_adam_update_rejects_bad_arguments(kwargs: dict[str, object], match: str
 def test_adam_update_rejects_non_tensor_loss() -> None:
     with pytest.raises(oc.ArgumentError, match="adam_update: loss"):
         oc.adam_update(np.ones(2))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [
+    ({"learning_rate": float("nan")}, "learning_rate must be a finite number >= 0, got nan"),
+    ({"learning_rate": -1.0}, "learning_rate must be a finite"),
+    ({"learning_rate": 0.1, "momentum": float("nan")}, "momentum must be a finite"),
+    ({"learning_rate": 0.1, "momentum": float("inf")}, "momentum must be a finite"),
+    ({"learning_rate": 0.1, "weight_decay": float("nan")}, "weight_decay must be a finite"),
+])
+def test_sgd_update_rejects_non_finite_arguments(kwargs: dict[str, object], match: str) -> None:
+    _, _, loss = _model()
+    with pytest.raises(oc.ArgumentError, match=match) as info:
+        oc.sgd_update(loss, **kwargs)  # type: ignore[arg-type]
+    assert "test_adam.py" in str(info.value)  # located at the caller's line
+
+
+@pytest.mark.parametrize("eps", [float("nan"), float("inf"), -1e-5])
+def test_layer_norm_rejects_a_bad_eps(eps: float) -> None:
+    with pytest.raises(oc.ArgumentError, match="layer_norm: eps must be a finite number >= 0"):
+        oc.nn.layer_norm(eps=eps)
