@@ -84,6 +84,11 @@ class _Leaves:
         return A.Arg(len(self.refs) - 1)
 
 
+def _operand_grad(ref: NodeRef) -> bool:
+    """Whether `ref` is an operand's gradient slot (g1, g2, ...) of the operation in context."""
+    return ref.kind is NodeKind.GRAD and ref.slot is not None and ref.slot >= 1
+
+
 #: binary operators whose compose (`@`) reading OCANNL rejects (gh-ocannl-192)
 _NOT_COMPOSABLE = {BinOp.DIV: "/", BinOp.POW: "**"}
 
@@ -104,6 +109,12 @@ def accum(lhs: Any, op: str, rhs: Any, *, logic: str | None = None,
     target = _leaf_ref(lhs)
     if target.kind is NodeKind.GRAD and not target.tensor.diff:
         return Code()  # a gradient nobody needs (operand is not differentiable)
+    if init and _operand_grad(target) and current_record.get() is not None:
+        raise DslSyntaxError(
+            f"g{target.slot} is the gradient of operand {target.slot}: every reader of that "
+            f"operand adds its share into it, so a gradient function accumulates "
+            f"(`g{target.slot} += ...`); setting it (`{op}`) would overwrite the other "
+            "readers' shares", user_span())
     if not isinstance(rhs, PrimCall):
         rhs = PrimCall(UnOp.IDENTITY, (rhs,))
     if logic == "@" and rhs.op in _NOT_COMPOSABLE:

@@ -255,3 +255,43 @@ def test_slot_out_of_range_raises() -> None:
     f = oc.unary_op(op_asn, None)
     with pytest.raises(oc.OcannlError):
         f(oc.ndarray([1.0, 2.0]))
+
+
+@oc.cd
+def _double_op(v, v1, projections):
+    v[...] = 2.0 * v1
+
+
+@oc.cd
+def _double_grad_sets(g, g1, projections):
+    g1[...] = 2.0 * g  # wrong: overwrites what other readers of the operand added
+
+
+@oc.cd
+def _double_grad(g, g1, projections):
+    g1 += 2.0 * g
+
+
+def _sum_double_plus_triple(double: Callable[[oc.Tensor], oc.Tensor], first: bool) -> oc.Tensor:
+    x = oc.param("x", init=np.array([1.0, 2.0]))
+    body = double(x) + 3.0 * x if first else 3.0 * x + double(x)
+    return oc.einsum("i=>", body)
+
+
+@pytest.mark.parametrize("first", [True, False])
+def test_gradient_function_must_accumulate_into_operand_grads(first: bool) -> None:
+    # issue 23 item 4: `g1[...] = ...` gave [2, 2] or [5, 5] by operand order; now an error
+    loss = _sum_double_plus_triple(oc.unary_op(_double_op, _double_grad_sets), first)
+    with pytest.raises(oc.DslSyntaxError) as info:
+        oc.grad_update(loss)
+    msg = str(info.value)
+    assert "g1 += ..." in msg and "test_custom_ops.py" in msg
+
+
+@pytest.mark.parametrize("first", [True, False])
+def test_accumulating_gradient_function_is_right_in_any_order(first: bool) -> None:
+    loss = _sum_double_plus_triple(oc.unary_op(_double_op, _double_grad), first)
+    ctx = oc.Context()
+    ctx.compile(oc.grad_update(loss))()
+    x = next(p for p in loss.params() if p.label == "x")
+    np.testing.assert_allclose(ctx.get(x.grad), [5.0, 5.0])
