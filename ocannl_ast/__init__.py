@@ -25,6 +25,7 @@ from .tensor import validate as _validate
 from .tensor.adam import adam_update
 from .tensor.context import Context, default_context
 from .tensor.context import as_code as _as_code
+from .tensor.context import warn_if_trained_elsewhere as _warn_if_trained_elsewhere
 from .tensor.escape import user_held as _user_held
 from .tensor.leaves import batch, ndarray, node, number, param, term
 from .tensor.node import Code, NodeRef, Tensor, no_grad
@@ -94,7 +95,10 @@ def eval(tensor: Tensor, *, ctx: Context | None = None, backend: str = "c",
     default `oc.default_context(backend)`: params keep their (trained) values across calls;
     only params that context has not initialized yet are initialized."""
     _validate.check_tensor("eval", "tensor", tensor)
-    return _context(ctx, backend, precision).eval(tensor)
+    run_in = _context(ctx, backend, precision)
+    if ctx is None:
+        _warn_if_trained_elsewhere(run_in, tensor, "eval")
+    return run_in.eval(tensor)
 
 
 def value_and_grad(loss: Tensor, wrt: list[Tensor] | Tensor, *, ctx: Context | None = None,
@@ -105,6 +109,8 @@ def value_and_grad(loss: Tensor, wrt: list[Tensor] | Tensor, *, ctx: Context | N
     the loss does not depend on gets a zero gradient; a bare tensor is read as a list of one."""
     wrt = _validate.grad_args(loss, wrt)
     c = _context(ctx, backend, precision)
+    if ctx is None:
+        _warn_if_trained_elsewhere(c, loss, "value_and_grad")
     with c.lock:
         reached = {t.id for t in loss.subgraph()}
         keep: list[Tensor | NodeRef] = [loss, *(w.grad for w in wrt if w.id in reached)]

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import threading
+import warnings
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -25,6 +27,8 @@ from .routine import Routine
 
 _defaults_lock = threading.Lock()
 _defaults: dict[tuple[str, str], Context] = {}
+#: every live context, for `warn_if_trained_elsewhere` (weak: a context's life is its user's)
+_live: weakref.WeakSet[Context] = weakref.WeakSet()
 
 
 def as_code(code: Any) -> Code:
@@ -61,6 +65,7 @@ class Context:
         self.available: set[int] = set()
         self.initialized: set[int] = set()
         self.lock = threading.RLock()  #: serializes init, routine calls, get/set/eval
+        _live.add(self)
         self._arrays_epoch = 0
         self._evals: dict[int, Routine | None] = {}  #: tensor id -> its eval routine
         #: what `save`/`load` checkpoint: params and persistent nodes of routines compiled here
@@ -70,6 +75,8 @@ class Context:
         self.escaping: set[int] = set()  #: buffer ids to keep materialized in new routines
         self.folded: dict[int, str] = {}  #: constant buffer id -> a routine that folded it
         self.user_set: set[int] = set()  #: buffer ids set by ctx.set (never folded)
+        #: tensor ids whose values were set here other than by their initialization
+        self.assigned: set[int] = set()
         self.routines: list[Routine] = []  #: the routines compiled here (for recompiling)
         #: buffer id -> padding margins of every buffer laid out here (() unpadded): the
         #: pipeline decides them at a buffer's first compilation, they stay fixed after
@@ -152,8 +159,17 @@ class Context:
             self.array(buf)[self._interior(buf.id, buf.dims)] = arr
             self.backend.host_written(self.array(buf))
             self.available.add(buf.id)
+            self.assigned.add(ref.tensor.id)
             if ref.kind is NodeKind.VALUE:
                 self.initialized.add(ref.tensor.id)
+
+    def holds_values_of(self, t: Tensor) -> bool:
+        """Whether `t`'s value here is more than its initial one: set or loaded here, or
+        written by a routine compiled here (a training step), not only initialized."""
+        bid = buffer_id(t)
+        return t.id in self.initialized and (
+            t.id in self.assigned or any(bid in r.writes for r in self.routines
+                                         if r.stem != "init"))
 
     def eval(self, tensor: Tensor) -> np.ndarray:
         """Run the tensor's forward code here, with this context's current params (first
@@ -280,6 +296,7 @@ class Context:
             plan = init_plan(todo, self.precision)
             for t, values in plan.data:
                 self.set(t, values)
+                self.assigned.discard(t.id)  # its initial value
             for w, value in plan.words:  # word constants, embedded exactly (seed 001)
                 arr = self.array(w.buffer(layout=self.layout))
                 arr.view(np.uint32)[:4] = value
@@ -310,3 +327,24 @@ def default_context(backend: str = "c", *, precision: str = "float32") -> Contex
         if ctx is None:
             ctx = _defaults[key] = Context(backend, precision=precision)
         return ctx
+
+
+def warn_if_trained_elsewhere(ctx: Context, tensor: Tensor, fn: str) -> None:
+    """Warn (at the caller's caller's line) when `ctx` is about to give `tensor`'s params
+    fresh initial values while another live context holds values of them (set, loaded or
+    written by a routine there): `oc.eval(loss)`
+    after training in `ctx2` evaluates an untrained model, which is rarely what was meant."""
+    fresh = [p for p in tensor.params() if p.id not in ctx.initialized]
+    if not fresh:
+        return
+    for other in list(_live):
+        names = [p.name for p in fresh if other is not ctx and other.holds_values_of(p)]
+        if names:
+            shown = ", ".join(f"'{n}'" for n in names[:3]) + (" ..." if len(names) > 3 else "")
+            warnings.warn(
+                f"oc.{fn} runs in the default context, where {shown} have no values yet: they "
+                "get fresh initial values. Another context holds values of them (trained "
+                f"there?): call that context's {fn}(...) or pass ctx= to use them",
+                UserWarning, stacklevel=3)
+            return
+
