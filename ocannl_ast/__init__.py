@@ -125,8 +125,8 @@ def _context(ctx: Context | None, backend: str, precision: str | None) -> Contex
     if ctx is None:
         return default_context(backend, precision=precision or "float32")
     if precision is not None and ctx.precision.value != precision:
-        raise OcannlError(f"precision={precision!r} differs from the context's "
-                          f"{ctx.precision.value!r}: pass one or the other")
+        _validate.fail(ArgumentError, f"precision={precision!r} differs from the context's "
+                                      f"{ctx.precision.value!r}: pass one or the other")
     return ctx
 
 

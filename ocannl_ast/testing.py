@@ -69,14 +69,23 @@ def _check_args(fn: Any, inputs: Any, eps: Any, rtol: Any, atol: Any) -> list[np
                           f"{'> 0' if name == 'eps' else '>= 0'}, got {x}")
     arrays = []
     for i, x in enumerate(inputs):
-        arr = np.asarray(x, dtype=np.float64) if isinstance(x, np.ndarray | list | tuple |
-                                                             float | int) else None
+        arr = _as_float64(x)
         if arr is None or not np.all(np.isfinite(arr)):
             validate.fail(ArgumentError, f"check_grads: inputs[{i}] must be a finite numeric "
                           f"NumPy array, got {validate.describe(x)}")
         arrays.append(arr if arr.ndim else arr.reshape(1))
     _check_arity(fn, len(arrays))
     return arrays
+
+
+def _as_float64(x: Any) -> np.ndarray | None:
+    """`x` as a float64 array, or None when it is not numeric (strings, objects, ragged)."""
+    if not isinstance(x, np.ndarray | list | tuple | float | int | np.number):
+        return None
+    try:
+        return np.asarray(x, dtype=np.float64)
+    except (ValueError, TypeError, OverflowError):
+        return None
 
 
 def _check_arity(fn: Any, n: int) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ocannl_ast.errors import BackendError, RuntimeDataError
+from ocannl_ast.errors import BackendError, RuntimeDataError, user_span
 from ocannl_ast.lowering.loop_ir import Buffer, LoopProgram, Precision, cell_elems
 from ocannl_ast.lowering.walk import writes
 
@@ -112,4 +112,6 @@ class BoundRoutine:
 
     def _failed(self, code: int) -> RuntimeDataError:
         what = self._checks.get(code, "unknown error code")
-        return RuntimeDataError(f"routine {self.name} failed with code {code}: {what}")
+        # located at the call that ran the routine (a bad static argument, `step(batch=-1)`)
+        return RuntimeDataError(f"routine {self.name} failed with code {code}: {what}",
+                                user_span())

@@ -5,11 +5,20 @@ Adam's moments and bias corrections, SGD momentum, a user's @cd `{x}` nodes) tha
 routine compiled in it (`ctx.compile`, `ctx.eval`, `oc.eval`...) reads or writes. Each is
 an entry keyed by its unique `tensor.name` ("mlp.linear.w", "mlp.linear.w/adam_m"), its
 logical (unpadded) value in the context's precision; one metadata key, "ocannl_ast",
-records the format version and the precision (one key, so that equal states give
-byte-identical files).
+records the format version, the precision and a digest per entry (one key, so that equal
+states give byte-identical files).
+
+Integrity: an entry's digest is the sha256 of its name, dtype, shape and raw bytes
+(`digest`). Load verifies every digest before it changes anything: a flipped byte, a value
+written into a cell, or the names of two same-shape entries swapped (Adam's two moments) is
+a `CheckpointError` naming the entry; so is a digest without its entry or an entry without
+its digest. A file without digests (written by another tool, or a version-1 file of this
+library) still loads; `read` says it is unverified and `Context.load` warns.
 
 Save initializes what is held but not yet initialized (so the file has every entry) and
-writes atomically: a temporary file in the same directory, fsync, `os.replace`. Load is
+writes atomically: a temporary file in the same directory, fsync, `os.replace`; any failure
+or interruption (an exception, Ctrl-C) after the temporary file exists removes it and
+leaves an old file at the path as it was. Load is
 strict: the file must have exactly the held names, each of the tensor's dims and the
 context's dtype, or a `CheckpointError` names the offending entry and nothing is changed;
 loaded tensors count as initialized, so loading before the first run is how a run resumes.
@@ -21,12 +30,13 @@ Input: a path and named arrays (`Context.save`) or the names and dims a context 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -35,7 +45,8 @@ from . import validate
 from .node import Init, Tensor
 
 FORMAT = "ocannl_ast"
-VERSION = "1"
+VERSION = "2"
+UNVERIFIED_VERSIONS = ("1",)  #: versions this library reads that have no digests
 _SHOWN = 5  #: names listed in a message before "and N more"
 
 
@@ -52,8 +63,20 @@ def write(target: Path, arrays: dict[str, np.ndarray], precision: str) -> None:
 
     # one metadata key: safetensors writes several in hash order, this keeps files of
     # equal state byte-identical
-    info = json.dumps({"version": VERSION, "precision": precision}, sort_keys=True)
+    digests = {name: digest(name, arr) for name, arr in arrays.items()}
+    info = json.dumps({"version": VERSION, "precision": precision, "digests": digests},
+                      sort_keys=True)
     _atomic_write(target, to_bytes(arrays, metadata={FORMAT: info}))
+
+
+def digest(name: str, arr: np.ndarray) -> str:
+    """The hex sha256 of an entry's name, dtype, shape and raw (little-endian, C-order)
+    bytes: the name makes two swapped same-shape entries mismatch."""
+    little = np.ascontiguousarray(arr, dtype=arr.dtype.newbyteorder("<"))
+    h = hashlib.sha256(json.dumps([name, little.dtype.name, list(little.shape)]).encode())
+    h.update(b"\0")
+    h.update(little.reshape(-1).view(np.uint8).data)
+    return h.hexdigest()
 
 
 def check(source: Path, arrays: dict[str, np.ndarray], dims: dict[str, tuple[int, ...]],
@@ -100,8 +123,10 @@ def _check_entry(source: Path, name: str, arr: np.ndarray, dims: tuple[int, ...]
                               f"the context's precision is {dtype}", user_span())
 
 
-def read(source: Path) -> dict[str, np.ndarray]:
-    """The entries of a safetensors file written by `save` (or any with matching names)."""
+def read(source: Path) -> tuple[dict[str, np.ndarray], bool]:
+    """The entries of a safetensors file written by `save` (or any with matching names),
+    their digests verified, and whether there were digests to verify (False: a file from
+    another tool, or of version 1)."""
     from safetensors import SafetensorError
     from safetensors.numpy import load as from_bytes
 
@@ -116,48 +141,91 @@ def read(source: Path) -> dict[str, np.ndarray]:
     except (SafetensorError, ValueError, TypeError, OverflowError) as e:  # damaged, foreign
         raise CheckpointError(f"{source} is not a readable safetensors checkpoint: "
                               f"{type(e).__name__}: {e}", user_span()) from None
-    _check_version(source, (header.get("__metadata__") or {}).get(FORMAT))
-    return arrays
+    digests = _digests(source, (header.get("__metadata__") or {}).get(FORMAT))
+    if digests is None:
+        return arrays, False
+    _verify(source, arrays, digests)
+    return arrays, True
 
 
-def _check_version(source: Path, info: str | None) -> None:
-    """The file's `ocannl_ast` metadata, when it has one, must be of this version (a
-    safetensors file from elsewhere has none: its names and shapes decide)."""
+def _digests(source: Path, info: str | None) -> dict[str, str] | None:
+    """The digests in the file's `ocannl_ast` metadata; None when it has none to verify (a
+    safetensors file from elsewhere, or a version-1 file). The version must be one this
+    library reads, and a current-version file must carry its digests."""
     if info is None:
-        return
+        return None
     try:
-        version = json.loads(info).get("version")
+        meta = json.loads(info)
+        version = meta.get("version")
     except (ValueError, AttributeError):
-        version = info
+        meta, version = {}, info
+    if version in UNVERIFIED_VERSIONS:
+        return None
     if version != VERSION:
         raise CheckpointError(f"checkpoint {source} is of {FORMAT} checkpoint version "
                               f"{version!r}; this library reads version {VERSION!r}",
                               user_span())
+    digests = meta.get("digests")
+    if not isinstance(digests, dict) or not all(isinstance(k, str) and isinstance(v, str)
+                                                for k, v in digests.items()):
+        raise CheckpointError(f"checkpoint {source}: its {FORMAT} metadata has no valid "
+                              "per-entry digests (the file is damaged or was edited)",
+                              user_span())
+    return digests
+
+
+def _verify(source: Path, arrays: dict[str, np.ndarray], digests: dict[str, str]) -> None:
+    """Every entry has its digest, every digest its entry, and each matches."""
+    unlisted = sorted(arrays.keys() - digests.keys())
+    if unlisted:
+        raise CheckpointError(f"checkpoint {source}: entry {_names(unlisted)} has no digest: "
+                              "an entry was added or renamed after the file was written",
+                              user_span())
+    orphans = sorted(digests.keys() - arrays.keys())
+    if orphans:
+        raise CheckpointError(f"checkpoint {source} has a digest for the entry "
+                              f"{_names(orphans)} but no such entry: an entry was removed or "
+                              "renamed after the file was written", user_span())
+    bad = [name for name in sorted(arrays) if digest(name, arrays[name]) != digests[name]]
+    if bad:
+        raise CheckpointError(f"checkpoint {source}: entry {_names(bad)} does not match its "
+                              "digest: the file is damaged (a changed byte or value) or "
+                              "entries were renamed or swapped", user_span())
 
 
 def _atomic_write(target: Path, data: bytes) -> None:
     """Write `data` to a temporary file beside `target`, fsync it, rename it over `target`
     (a failure leaves any old file intact and no temporary file behind)."""
     folder = target.parent
+    tmp: str | None = None
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
-    except OSError as e:
-        raise CheckpointError(f"cannot write checkpoint {target}: {e.strerror or e}",
-                              user_span()) from None
-    try:
-        with os.fdopen(fd, "wb") as f:
+        with _closing_fd(fd) as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, target)
-    except BaseException as e:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        if isinstance(e, OSError):
-            raise CheckpointError(f"cannot write checkpoint {target}: {e.strerror or e}",
-                                  user_span()) from None
-        raise
+        tmp = None  # renamed: nothing to remove
+    except OSError as e:
+        raise CheckpointError(f"cannot write checkpoint {target}: {e.strerror or e}",
+                              user_span()) from None
+    finally:  # any failure or interruption (KeyboardInterrupt too) removes the temp file
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
     _fsync_dir(folder)
+
+
+@contextlib.contextmanager
+def _closing_fd(fd: int) -> Iterator[BinaryIO]:
+    """`fd` as a binary file, closed on exit even when wrapping it fails."""
+    try:
+        f = os.fdopen(fd, "wb")
+    except BaseException:
+        os.close(fd)
+        raise
+    with f:
+        yield f
 
 
 def _fsync_dir(folder: Path) -> None:

@@ -231,14 +231,19 @@ class Context:
 
     def load(self, path: str | os.PathLike[str]) -> None:
         """Set every held param and node from a checkpoint (strict: a missing, extra,
-        mis-shaped or wrong-dtype entry is an `oc.CheckpointError` naming it, and nothing
-        changes). Compile the routines first; loaded tensors are not re-initialized."""
+        mis-shaped or wrong-dtype entry, or one that does not match its digest, is an
+        `oc.CheckpointError` naming it, and nothing changes; a file without digests loads
+        with a warning). Compile the routines first; loaded tensors are not re-initialized."""
         source = checkpoint.path_arg("load", path)
-        arrays = checkpoint.read(source)
+        arrays, verified = checkpoint.read(source)  # digests verified, when it has them
         with self.lock:
             tensors = {t.name: t for t in self.holdings.values()}
             checkpoint.check(source, arrays, {n: t.dims() for n, t in tensors.items()},
                              np.dtype(self.dtype))
+            if not verified:
+                warnings.warn(f"checkpoint {source} has no {checkpoint.FORMAT} digests "
+                              "(written by another tool or an older version): its values "
+                              "could not be verified", UserWarning, stacklevel=2)
             for name, t in tensors.items():
                 self.set(t, arrays[name])
 
