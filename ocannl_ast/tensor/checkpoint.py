@@ -33,7 +33,7 @@ import contextlib
 import hashlib
 import json
 import os
-import tempfile
+import secrets
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -48,6 +48,7 @@ FORMAT = "ocannl_ast"
 VERSION = "2"
 UNVERIFIED_VERSIONS = ("1",)  #: versions this library reads that have no digests
 _SHOWN = 5  #: names listed in a message before "and N more"
+_TMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
 
 
 def held(tensors: Iterable[Tensor]) -> list[Tensor]:
@@ -197,14 +198,22 @@ def _atomic_write(target: Path, data: bytes) -> None:
     """Write `data` to a temporary file beside `target`, fsync it, rename it over `target`
     (a failure leaves any old file intact and no temporary file behind)."""
     folder = target.parent
-    tmp: str | None = None
+    tmp: str | None = None  #: the temporary file to remove on the way out, if any
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+        fd, name = -1, ""
+        while fd < 0:
+            # named before it exists, so that an interruption right after the file is
+            # created still finds it (with mkstemp the name would be lost with its frame)
+            name = tmp = os.path.join(folder, f".{target.name}.{secrets.token_hex(16)}.tmp")
+            try:
+                fd = os.open(name, _TMP_FLAGS, 0o600)
+            except FileExistsError:
+                tmp = None  # not ours (128 random bits: never in practice): another name
         with _closing_fd(fd) as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, target)
+        os.replace(name, target)
         tmp = None  # renamed: nothing to remove
     except OSError as e:
         raise CheckpointError(f"cannot write checkpoint {target}: {e.strerror or e}",
