@@ -30,7 +30,7 @@ def check_grads(fn: Callable[..., Tensor], inputs: Sequence[Any], *, eps: float 
     numeric derivative sets a perturbed input (`ctx.set`) and reruns the forward routine.
     A cell fails when ``|analytic - numeric| > atol + rtol * |numeric|``.
 
-    Example: ``check_grads(lambda x: oc.einsum("i,i=>", x, x), [np.ones(3)])``.
+    Example: ``check_grads(lambda x: oc.einsum("i;i=>", x, x), [np.ones(3)])``.
     """
     arrays = _check_args(fn, inputs, eps, rtol, atol)
     params = [param(f"check_grads_input{i}", init=a) for i, a in enumerate(arrays)]

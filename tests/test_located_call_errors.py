@@ -1,0 +1,75 @@
+"""Errors of calls that used to raise without the caller's file:line (issue 20 item 8): a
+routine run with a static argument out of range (`step(batch=-1)`), `oc.eval(...,
+precision=)` conflicting with the context's, and `oc.testing.check_grads` on non-numeric
+input. Each is an oc.OcannlError located at this file's calling line."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import ocannl_ast as oc
+from ocannl_ast.testing import check_grads
+
+_b = oc.static_index("batch")
+_rows = oc.ndarray(np.arange(8.0).reshape(4, 2), batch_axes=1, label="rows")
+_slice = _rows.batch_slice(_b)
+
+
+def _located(cls: type[oc.OcannlError], fn: Callable[[], Any], *words: str) -> None:
+    line = inspect.getsourcelines(fn)[1]
+    with pytest.raises(cls) as info:
+        fn()
+    err = info.value
+    assert isinstance(err, oc.OcannlError)
+    assert err.span is not None and err.span.file == __file__, str(err)
+    assert err.span.line == line, (err.span.line, line)
+    msg = str(err)
+    assert f"{Path(__file__).name}:{line}" in msg, msg
+    for w in words:
+        assert w in msg, msg
+
+
+@pytest.mark.parametrize("value", [-1, 4, 1000])
+def test_static_argument_out_of_range_is_located(value: int) -> None:
+    ctx = oc.Context()
+    step = ctx.compile(_slice.forward)
+    step(batch=2)  # in range: runs
+    np.testing.assert_array_equal(ctx.get(_slice), [4.0, 5.0])
+    _located(oc.RuntimeDataError, lambda: step(batch=value), "must lie in [0, 4)")
+    _located(oc.RuntimeDataError, lambda: step(value), "must lie in [0, 4)")
+    # the first call of a fresh routine (checked path) too
+    step2 = oc.Context().compile(_slice.forward)
+    _located(oc.RuntimeDataError, lambda: step2(batch=value), "must lie in [0, 4)")
+
+
+def test_eval_precision_conflicting_with_the_context_is_located() -> None:
+    ctx = oc.Context()  # float32
+    t = oc.ndarray([1.0, 2.0]) * 2.0
+    _located(oc.ArgumentError, lambda: oc.eval(t, ctx=ctx, precision="float64"),
+             "precision='float64'", "'float32'")
+    np.testing.assert_array_equal(oc.eval(t, ctx=ctx, precision="float32"), [2.0, 4.0])
+
+
+def _sq(x: oc.Tensor) -> oc.Tensor:
+    return oc.einsum("i;i=>", x, x)
+
+
+@pytest.mark.parametrize("bad", [np.array(["a", "b"]), ["a", "b"], [[1.0], [2.0, 3.0]],
+                                 np.array([object()]), "ab", None, {"x": 1.0}],
+                         ids=["str-array", "str-list", "ragged", "object", "str", "none",
+                              "dict"])
+def test_check_grads_on_non_numeric_input_is_located(bad: Any) -> None:
+    _located(oc.ArgumentError, lambda: check_grads(_sq, [bad]),
+             "inputs[0] must be a finite numeric")
+
+
+def test_check_grads_still_accepts_numbers() -> None:
+    check_grads(_sq, [np.array([1.0, -2.0])])
+    check_grads(_sq, [[0.5, 1.5]])
+    check_grads(_sq, [np.float32(2.0)])
