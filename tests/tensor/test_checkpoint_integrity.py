@@ -7,11 +7,12 @@ stray file and the old checkpoint intact."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import struct
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -245,7 +246,7 @@ def test_interrupted_save_leaves_no_temp_file(trained: tuple[Program, Path],
 
 
 def _raising_file(kind: type[BaseException]) -> Callable[[int], Any]:
-    """A `_closing_fd` whose file raises `kind` on write (after writing part of it)."""
+    """A `_closing_fd` whose file raises `kind` on write (after writing half the data)."""
     real = checkpoint._closing_fd
 
     class Half:
@@ -256,14 +257,9 @@ def _raising_file(kind: type[BaseException]) -> Callable[[int], Any]:
             self.f.write(data[:len(data) // 2])
             raise kind("interrupted")
 
-    class Wrapper:
-        def __init__(self, fd: int) -> None:
-            self.cm = real(fd)
+    @contextlib.contextmanager
+    def wrapper(fd: int) -> Iterator[Half]:
+        with real(fd) as f:
+            yield Half(f)
 
-        def __enter__(self) -> Half:
-            return Half(self.cm.__enter__())
-
-        def __exit__(self, *exc: Any) -> Any:
-            return self.cm.__exit__(*exc)
-
-    return Wrapper
+    return wrapper
