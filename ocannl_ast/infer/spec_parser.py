@@ -194,6 +194,7 @@ class _Parser:
     def einsum(self) -> EinsumSpec:
         if self.peek().kind == "EOF":
             self.fail("empty spec", 0)
+        self.check_arrow()
         operands: list[ShapeSpec] = []
         while True:
             operands.append(self.operand())
@@ -210,6 +211,15 @@ class _Parser:
             self.fail("'=>' written twice", tok.col)
         self.check_names()
         return EinsumSpec(tuple(operands), result, self.text)
+
+    def check_arrow(self) -> None:
+        """A spec with no `=>` but a `=` that starts no padded kernel (`=+`): the `=>` is
+        mistyped (`ik;kj=ij`), not a convolution."""
+        if any(t.kind == "DARROW" for t in self.toks):
+            return
+        for tok, nxt in zip(self.toks, self.toks[1:]):
+            if tok.kind == "EQ" and nxt.kind != "PLUS":
+                self.fail("expected '=>', found '=': a spec is 'rhs1;rhs2;...=>lhs'", tok.col)
 
     def operand(self) -> ShapeSpec:
         tok = self.peek()

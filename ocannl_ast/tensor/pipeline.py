@@ -43,6 +43,7 @@ from .node import (
     buffer_id,
     buffer_ids,
 )
+from .plain_set import check_plain_set
 
 #: closing shapes and lowering touch solver state shared by every tensor of a graph
 lowering_lock = threading.RLock()
@@ -215,6 +216,7 @@ def _assignment(it: Item, table: Mapping[OpRecord, A.Projections],
             p = table[it.record]
             if it.slots is not None:
                 p = _view(p, it)
+            check_plain_set(it, p, table[it.record])
             p = _shift_into_margins(p, it, layout)
             return A.Accum(it.lhs.buffer(layout), it.accum, it.initialize_neutral, it.expr,
                            tuple(r.buffer(layout) for r in it.rhs), p, it.label,
