@@ -24,9 +24,11 @@ from .node import (
     OpRecord,
     StaticIndex,
     Tensor,
+    abs_error,
     concat,
     current_record,
     forward_code,
+    truth_value_error,
 )
 
 #: accumulation operator -> (accumulator, initialize_neutral); primitive spellings
@@ -40,6 +42,22 @@ class PrimCall:
 
     op: UnOp | BinOp | TernOp
     args: tuple[Any, ...]
+
+    def __bool__(self) -> bool:
+        raise truth_value_error(f"the elementwise expression {self.describe()}")
+
+    def __abs__(self) -> Any:
+        raise abs_error(f"the elementwise expression {self.describe()}")
+
+    def describe(self) -> str:
+        """The primitive's name and arguments, for messages: `lt(v1, 0.0)`."""
+        def arg(a: Any) -> str:
+            if isinstance(a, PrimCall):
+                return a.describe()
+            if isinstance(a, NodeRef) and a.slot is not None:
+                return f"{'g' if a.kind is NodeKind.GRAD else 'v'}{a.slot or ''}"
+            return repr(a)
+        return f"{self.op.value}({', '.join(arg(a) for a in self.args)})"
 
 
 def prim(name: str, *args: Any) -> PrimCall:

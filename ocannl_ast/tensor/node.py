@@ -237,11 +237,53 @@ class Tensor:
         return f"Tensor({self.label}#{self.id}: {self.shape.describe()})"
 
     def __bool__(self) -> bool:
-        raise ArgumentError("a Tensor has no truth value (use comparisons in code, or oc.eval)",
-                            user_span())
+        raise truth_value_error("a Tensor", "read its values with oc.eval(t)")
+
+    def __abs__(self) -> Tensor:
+        raise abs_error(f"the tensor '{self.label}'")
 
     def __hash__(self) -> int:
         return self.id
+
+
+# ---- symbolic values have no truth value ----------------------------------------------------
+
+#: the elementwise forms to write instead of Python's branching on a symbolic value
+_ELEMENTWISE = (
+    "branch per element with oc.where(cond, a, b) (cond: oc.lt/le/eq/ne(a, b), a < b, ...), "
+    "oc.relu, arithmetic on 0/1 masks, or the primitives prim(\"and_\", a, b), "
+    "prim(\"or_\", a, b), prim(\"not\", a), prim(\"where\", c, a, b)")
+_MAX_MIN = (
+    "Python's builtin {f}() compares its arguments with < and picks one of them whole; "
+    "for the elementwise {f}imum write oc.where(oc.lt(a, b), {ab}) (in @cd, `v[...] = "
+    "{f}(a, b)` as a whole right-hand side is the elementwise primitive; with accum, "
+    "prim(\"{f}\", a, b))")
+
+
+def truth_value_error(what: str, hint: str | None = None) -> ArgumentError:
+    """The located error of `bool(x)` on a symbolic value (a tensor, a slot reference,
+    a primitive tree, a static index): Python's `if`/`and`/`or`/`not`/`while` and the
+    builtins `max`/`min` would decide once, for every element, from an always-true object."""
+    span = user_span()
+    text = (span.text or "") if span is not None else ""
+    builtin = re.match(r"(max|min)\s*\(", text)
+    if builtin is not None:
+        f = builtin.group(1)
+        detail = _MAX_MIN.format(f=f, ab="b, a" if f == "max" else "a, b")
+    else:
+        detail = ("Python's `if`, `and`, `or`, `not`, `while` would take one branch for "
+                  f"every element; {_ELEMENTWISE}")
+    hint = f" ({hint})" if hint else ""
+    return ArgumentError(f"{what} has no truth value{hint}: {detail}", span)
+
+
+def abs_error(what: str) -> ArgumentError:
+    """The located error of `abs(x)` on a symbolic value: the vocabulary has no
+    absolute-value primitive."""
+    return ArgumentError(
+        f"abs() of {what}: there is no absolute-value primitive; write "
+        "oc.where(oc.lt(x, 0.0), -x, x) (or oc.relu(x) + oc.relu(-x); in @cd, "
+        "`v[...] = max(x, -x)` as a whole right-hand side)", user_span())
 
 
 # ---- small records -----------------------------------------------------------------------
@@ -269,6 +311,19 @@ class NodeRef:
     def __repr__(self) -> str:
         return f"{self.tensor.label}.{self.kind}"
 
+    def describe(self) -> str:
+        """How the user names this node: its slot name (`v1`, `g`) or `label.value`."""
+        if self.slot is None:
+            return f"'{self!r}'"
+        head = "g" if self.kind is NodeKind.GRAD else "v"
+        return f"slot '{head}{self.slot or ''}' ({self!r})"
+
+    def __bool__(self) -> bool:
+        raise truth_value_error(f"the node reference {self.describe()}")
+
+    def __abs__(self) -> Any:
+        raise abs_error(f"the node reference {self.describe()}")
+
 
 class OpRecord:
     """One operation: its logic, result and operands. Its projections are derived by the
@@ -293,6 +348,12 @@ class StaticIndex:
     @property
     def name(self) -> str:
         return self.symbol.name
+
+    def __bool__(self) -> bool:
+        raise truth_value_error(f"the static index '{self.name}' (given at each call)")
+
+    def __abs__(self) -> Any:
+        raise abs_error(f"the static index '{self.name}'")
 
 
 class BatchList(list):  # type: ignore[type-arg]
