@@ -14,6 +14,7 @@ from ..errors import ArgumentError, DslSyntaxError, ShapeError, SpecError, user_
 from ..infer.constraints import Origin
 from ..infer.logic import Logic, Pointwise, logic_name, logic_of_string, shape_constraints
 from ..lowering import assignments as A
+from ..truthiness import abs_error, truth_value_error
 from ..vocabulary import BinOp, TernOp, UnOp
 from .node import (
     AccumForm,
@@ -24,11 +25,9 @@ from .node import (
     OpRecord,
     StaticIndex,
     Tensor,
-    abs_error,
     concat,
     current_record,
     forward_code,
-    truth_value_error,
 )
 
 #: accumulation operator -> (accumulator, initialize_neutral); primitive spellings
