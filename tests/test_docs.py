@@ -25,6 +25,7 @@ import ast
 import contextlib
 import io
 import re
+import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -177,9 +178,25 @@ def test_docs_exist() -> None:
             "training.md"} <= names
 
 
+_RUN_IN_CHILD = """
+import sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+import test_docs
+ran, _ = test_docs.run_page(Path(sys.argv[2]))
+print("RAN", ran)
+"""
+
+
 @pytest.mark.parametrize("page", PAGES, ids=[p.name for p in PAGES])
 def test_page_runs(page: Path) -> None:
-    ran, _ = run_page(page)
+    # each page in a fresh interpreter, as a reader runs it: what ran before in this process
+    # (param names numbered per process, hence their random init) must not change its numbers
+    proc = subprocess.run([sys.executable, "-c", _RUN_IN_CHILD, str(Path(__file__).parent),
+                           str(page)], capture_output=True, text=True, cwd=ROOT, timeout=600,
+                          check=False)
+    assert proc.returncode == 0, f"{page.name} failed:\n{proc.stdout[-4000:]}{proc.stderr[-8000:]}"
+    ran = int(proc.stdout.strip().splitlines()[-1].removeprefix("RAN "))
     runnable = [b for b in blocks_of(page) if not b.skipped]
     assert ran == len(runnable)
 
