@@ -6,7 +6,7 @@ Input: hyperparameters, then tensors `batch|..., features`. Output: layers, tens
 """
 
 # Written in the @op / @cd dialect: names declared inline ({bn_gain}) exist after rewriting.
-# ruff: noqa: F821
+# ruff: noqa: F841
 # mypy: ignore-errors
 
 from __future__ import annotations

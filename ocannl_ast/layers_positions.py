@@ -6,7 +6,7 @@ Input: tensors `batch|s,f`. Output: tensors (and layer factories).
 """
 
 # Written in the @op dialect: names declared inline ({pos_table}) exist after rewriting.
-# ruff: noqa: F821
+# ruff: noqa: F821, F841
 # mypy: ignore-errors
 
 from __future__ import annotations

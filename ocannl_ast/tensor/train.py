@@ -14,8 +14,8 @@ from typing import Any
 from ..naming import state_code
 from ..rewrite import make_decorator
 from . import validate
-from .node import Code, Tensor, concat
 from .clipping import check_max_grad_norm, clip_grad_norm, trainable
+from .node import Code, Tensor, concat
 from .schedules import advance, counters_of, rate_code
 
 cd = make_decorator("cd", "ocannl_ast.tensor.dsl")
