@@ -5,8 +5,6 @@ the @op dialect; the sin/cos tables are computed in the routine from position in
 Input: tensors `batch|s,f`. Output: tensors (and layer factories).
 """
 
-# Written in the @op dialect: names declared inline ({pos_table}) exist after rewriting.
-# ruff: noqa: F821, F841
 # mypy: ignore-errors
 
 from __future__ import annotations
@@ -18,6 +16,7 @@ from .errors import ArgumentError, ShapeError
 from .infer.terms import dim_size
 from .rewrite import make_decorator
 from .tensor import validate
+from .tensor.leaves import param
 from .tensor.node import Tensor
 from .tensor.ops import concat, cos, einsum, exp, sin, stop_gradient
 from .tensor.ops.fetch import range_over_offsets
@@ -43,6 +42,8 @@ def positional_embedding(max_len):
     if not validate.is_int(max_len) or max_len <= 0:
         validate.fail(ArgumentError, "positional_embedding: max_len must be a positive int, "
                                      f"got {validate.describe(max_len)}")
+    # made after the check (an inline declaration would be hoisted above it)
+    table = param("pos_table", input_dims=[max_len])
 
     def layer(x):
         validate.check_tensor("positional_embedding", "x", x)
@@ -50,8 +51,7 @@ def positional_embedding(max_len):
         if seq is not None and seq > max_len:
             validate.fail(ShapeError, f"positional_embedding: the sequence has {seq} "
                                       f"positions (x: {x.shape}), more than max_len={max_len}")
-        rows = concat("s^r->f => s,f", {pos_table, i := [max_len]})
-        return x + einsum(_OVER_X, _ones(x), rows)
+        return x + einsum(_OVER_X, _ones(x), concat("s^r->f => s,f", table))
 
     return layer
 
