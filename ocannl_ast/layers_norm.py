@@ -7,7 +7,6 @@ Input: hyperparameters, then tensors `batch|..., features`. Output: layers, tens
 
 # Written in the @op / @cd dialect: names declared inline ({bn_gain}) exist after rewriting.
 # ruff: noqa: F841
-# mypy: ignore-errors
 
 from __future__ import annotations
 
@@ -100,7 +99,7 @@ def _check_count(x: Tensor) -> None:
     if b.var is not None or o.var is not None or not o.dims:
         return
     sizes = [dim_size(d) for d in (*b.dims, *o.dims[:-1])]
-    if all(n is not None for n in sizes) and math.prod(sizes) == 1:
+    if all(n == 1 for n in sizes):
         validate.fail(ShapeError, f"batch_norm: x ({x.shape}) has one value per feature; "
                                   "training needs more than one (a batch of 2 or more)")
 

@@ -5,6 +5,7 @@ the @op dialect; the sin/cos tables are computed in the routine from position in
 Input: tensors `batch|s,f`. Output: tensors (and layer factories).
 """
 
+# Tensor arithmetic operators are installed at import (tensor.operators): mypy cannot see them.
 # mypy: ignore-errors
 
 from __future__ import annotations
