@@ -195,3 +195,15 @@ def test_bad_train_flag_and_input() -> None:
         bn(oc.ndarray(np.ones((3, 2)), batch_axes=1), train="yes")
     with pytest.raises(oc.ArgumentError):
         bn(np.ones((3, 2)))
+
+
+def test_float32_constant_feature_is_exact_and_large_offsets_are_stable() -> None:
+    """A constant feature normalizes to exactly 0 in float32 (the mean is sum / count, the
+    variance two-pass), and a feature with a large offset matches float64 NumPy."""
+    data = np.full((16, 3), 100.0)
+    data[:, 1] = np.linspace(-1.0, 1.0, 16) * 1000.0 + 12345.678
+    bn = oc.nn.batch_norm()
+    got = oc.Context().eval(bn(oc.ndarray(data, batch_axes=1)))
+    assert not got[:, [0, 2]].any()
+    ref = NumpyBatchNorm(3).train(data, 1.0, 0.0)
+    np.testing.assert_allclose(got, ref, rtol=0, atol=1e-5)
