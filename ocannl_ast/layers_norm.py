@@ -11,7 +11,6 @@ Input: hyperparameters, then tensors `batch|..., features`. Output: layers, tens
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import Any
 
 from .errors import ArgumentError, ShapeError
@@ -28,9 +27,8 @@ cd = make_decorator("cd", "ocannl_ast.tensor.dsl")
 
 #: a per-feature statistic: sum over the batch and every output axis but the last
 _PER_FEATURE = "..b..|..o..,f => f"
-#: broadcast a per-feature vector over `x` (the first operand: ones shaped like x)
-_BROADCAST = "..b..|..o..,f; f => ..b..|..o..,f"
-#: scale the last output axis by a vector
+#: scale the last output axis by a per-feature vector (with ones shaped like x first: the
+#: vector broadcast over x)
 _SCALE = "..b..|..o..,f; f => ..b..|..o..,f"
 
 
@@ -58,18 +56,19 @@ def batch_norm(*, momentum=0.1, eps=1e-5):
     def layer(x, *, train=None):
         validate.check_tensor("batch_norm", "x", x)
         ones = 0.0 * stop_gradient(x) + 1.0
-        if is_training("batch_norm", train):
+        training = is_training("batch_norm", train)
+        if training:
             _check_count(x)
             count = einsum(_PER_FEATURE, ones)
             mean = einsum(_PER_FEATURE, x) / count
-            centered = x - einsum(_BROADCAST, ones, mean)
+            centered = x - einsum(_SCALE, ones, mean)
             var = einsum(_PER_FEATURE, centered * centered) / count
         else:
-            centered = x - einsum(_BROADCAST, ones, running_mean)
+            centered = x - einsum(_SCALE, ones, running_mean)
             var = running_var
         normalized = einsum(_SCALE, centered, recip(sqrt(var + eps)))
         out = einsum(_SCALE, normalized, {bn_gain := 1.0}) + einsum("f=>f", {bn_bias := 0.0})
-        if var is not running_var:  # training: the forward code also updates the stats
+        if training:  # the forward code also updates the running statistics
             unbiased = stop_gradient(var) * (count / (count - 1.0))
             _attach(out, _track(running_mean, stop_gradient(mean), momentum)
                     + _track(running_var, unbiased, momentum))
@@ -109,5 +108,3 @@ def _check_fraction(fn: str, name: str, v: Any) -> None:
     if not 0.0 <= v <= 1.0:
         validate.fail(ArgumentError, f"{fn}: {name} must be in [0, 1], got {v!r}")
 
-
-Layer = Callable[..., Tensor]
