@@ -63,7 +63,7 @@ def sinusoidal_positions(x):
     (f even): `pe[p, 2i] = sin(p w_i)`, `pe[p, 2i+1] = cos(p w_i)`, `w_i = 10000^(-2i/f)`.
     Output axes `s, f` (no batch): add it to x, `x + oc.nn.sinusoidal_positions(x)`.
 
-    Example: ``oc.eval(oc.nn.sinusoidal_positions(x))[1, 0] == math.sin(1.0)``."""
+    Example: ``oc.eval(oc.nn.sinusoidal_positions(x))[1, 0]`` is ``sin(1.0)`` (0.8415)."""
     validate.check_tensor("sinusoidal_positions", "x", x)
     _seq_and_features("sinusoidal_positions", x, even=True)
     half = einsum(_EVEN, stop_gradient(x))
