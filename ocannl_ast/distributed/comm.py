@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 import traceback
 from datetime import timedelta
 from typing import Any, NoReturn, Protocol
@@ -18,6 +19,9 @@ from ..errors import DistributedError
 #: environment variables that say "started by mpirun / mpiexec" (Open MPI, PMIx, MPICH)
 MPI_ENV = ("OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE")
 BACKENDS = ("auto", "mpi", "gloo", "local")
+#: seconds a rank that raised DistributedError waits before aborting the job (its peers,
+#: which raise the same error, print theirs meanwhile)
+PEER_GRACE = 1.0
 
 
 class Communicator(Protocol):
@@ -195,6 +199,8 @@ def install_excepthook(comm: Communicator) -> None:
                          "(above): aborting the job\n")
         sys.stderr.flush()
         sys.stdout.flush()
+        if issubclass(kind, DistributedError):
+            time.sleep(PEER_GRACE)  # raised on every rank: let the peers report it too
         comm.abort(1)
 
     sys.excepthook = hook

@@ -20,6 +20,7 @@ from ..lowering.loop_ir import Buffer
 from ..tensor import validate
 from ..tensor.context import Context, as_code
 from ..tensor.node import Tensor
+from ..tensor.routine import Routine
 from ..tensor.train import grad_update
 from .world import World, current
 
@@ -59,6 +60,7 @@ class DataParallelStep:
         self.grad_routine = ctx.compile(grad_update(loss),
                                         keep=[loss, *(p.grad for p in self.params)])
         self.update_routine = ctx.compile(as_code(update))
+        ctx.ensure_initialized(self.params)  # deterministic: seed + name, alike on every rank
         self.global_step = 0
         self.samples = 0
         self.timings = Timings()
@@ -92,9 +94,8 @@ class DataParallelStep:
         """Every rank compiled the same programs with the same flags and arena layout."""
         mine = {
             "backend": f"{self.ctx.backend.name}/{self.ctx.precision.value}",
-            "grad routine": f"{self.grad_routine.name}:{program_digest(self.grad_routine.prog)}",
-            "update routine": (f"{self.update_routine.name}:"
-                               f"{program_digest(self.update_routine.prog)}"),
+            "grad routine": _routine_id(self.grad_routine),
+            "update routine": _routine_id(self.update_routine),
             "gradient arena": _digest(repr([(p.name, b.dims) for p, b
                                             in zip(self.params, self._bufs, strict=True)])),
         }
@@ -168,6 +169,11 @@ class DataParallelStep:
         _compare(self.world.allgather(mine, "the param agreement check"),
                  f"params differ across ranks at global step {self.global_step} "
                  "({what}: {detail}); seed every rank alike and keep the update identical")
+
+
+def _routine_id(r: Routine) -> str:
+    """A routine's content-derived name (its digest), or its given name and digest."""
+    return r.name if r.content_named else f"{r.name}:{program_digest(r.prog)}"
 
 
 def _digest(data: str | bytes) -> str:

@@ -96,6 +96,7 @@ def _relay(src: IO[bytes], dst: IO[str]) -> None:
     for raw in iter(src.readline, b""):
         line = raw.decode(errors="replace")
         m = _TAG.match(line)
+        line = line if line.endswith("\n") else line + "\n"
         dst.write(f"[rank {m.group(1)}] {line[m.end():]}" if m else f"[mpirun] {line}")
         dst.flush()
 
