@@ -1,0 +1,143 @@
+"""In-process checks of ocannl_ast.distributed: a world of one (no launcher, nothing of the
+`dist` extra needed), sharding (equal parts; uneven ones raise), round-robin batches, the
+launcher's timeout and clean-up, and that the core package never imports any of it."""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from conftest import ROOT, launch, needs_mpi
+
+import ocannl_ast as oc
+import ocannl_ast.distributed as ocd
+from ocannl_ast.distributed.comm import LocalComm
+from ocannl_ast.distributed.world import World
+
+
+class FakeComm(LocalComm):
+    """Rank `rank` of `size` for the pure functions (no collective is called)."""
+
+    def __init__(self, rank: int, size: int) -> None:
+        self.rank, self.size = rank, size
+
+
+def test_a_plain_run_is_a_world_of_one() -> None:
+    world = ocd.init()
+    assert (world.rank, world.size, world.backend) == (0, 1, "local")
+    assert ocd.init("auto") is world
+    with pytest.raises(oc.ArgumentError, match="backend must be one of"):
+        ocd.init("nccl2")
+
+
+def test_shard_gives_equal_contiguous_parts() -> None:
+    data = np.arange(24).reshape(4, 6)
+    parts = [ocd.shard(data, axis=1, world=World(FakeComm(r, 3), 5.0)) for r in range(3)]
+    np.testing.assert_array_equal(np.concatenate(parts, axis=1), data)
+    assert all(p.shape == (4, 2) for p in parts)
+    np.testing.assert_array_equal(ocd.shard(data), data)  # a world of one
+
+
+def test_uneven_shards_raise() -> None:
+    with pytest.raises(oc.ArgumentError, match=r"has 5 entries, not divisible by the 2 ranks"):
+        ocd.shard(np.zeros((5, 3)), world=World(FakeComm(1, 2), 5.0))
+    with pytest.raises(oc.ArgumentError, match="out of range"):
+        ocd.shard(np.zeros(4), axis=1)
+
+
+def test_round_robin_covers_consecutive_batches_per_global_step() -> None:
+    taken = [list(ocd.round_robin(5, 4, world=World(FakeComm(r, 2), 5.0))) for r in range(2)]
+    assert taken == [[0, 2, 4, 1], [1, 3, 0, 2]]
+    assert list(ocd.round_robin(4, 2, start=3)) == [3, 0]
+
+
+def _model(seed: int) -> tuple[Any, Any]:
+    oc.set_seed(seed)
+    rng = np.random.default_rng(1)
+    x = oc.ndarray(rng.normal(size=(8, 3)), batch_axes=1, label="x")
+    y = oc.ndarray(rng.normal(size=(8, 1)), batch_axes=1, label="y")
+    pred = oc.nn.mlp([4, 1])(x)
+    loss = oc.nn.mse(pred, y)
+    return loss, oc.sgd_update(loss, learning_rate=0.05, momentum=0.9)
+
+
+def test_a_world_of_one_equals_the_fused_step_bit_for_bit() -> None:
+    loss, update = _model(3)
+    ctx = oc.Context()
+    step = ocd.data_parallel(ctx, loss, update)
+    for _ in range(5):
+        step()
+    ref = oc.Context()  # the same graph in another context: params initialized alike
+    fused = ref.compile([oc.grad_update(loss), update])
+    for _ in range(5):
+        fused()
+    ps = sorted(loss.params(), key=lambda p: p.name)
+    for p in ps:
+        assert ctx.get(p).tobytes() == ref.get(p).tobytes(), p.name
+    assert step.global_step == 5 and step.timings.steps == 5
+    # every gradient lives in the one arena, in sorted-name order
+    assert sum(ctx.get(p.grad).size for p in ps) == step.arena.size
+    np.testing.assert_array_equal(ctx.get(ps[0].grad).ravel(), step.arena[:ps[0].dims()[0]
+                                  * int(np.prod(ps[0].dims()[1:]))])
+
+
+def test_data_parallel_rejects_bad_arguments() -> None:
+    loss, update = _model(4)
+    ctx = oc.Context()
+    with pytest.raises(oc.ArgumentError, match="check_every must be a non-negative int"):
+        ocd.data_parallel(ctx, loss, update, check_every=-1)
+    with pytest.raises(oc.ArgumentError, match="ctx must be an oc.Context"):
+        ocd.data_parallel("c", loss, update)  # type: ignore[arg-type]
+    step = ocd.data_parallel(ctx, loss, update)
+    with pytest.raises(oc.ArgumentError, match="got unknown \\['batch'\\]"):
+        step(batch=1)
+    with pytest.raises(oc.DistributedError, match="no data-parallel step"):
+        ocd.save(oc.Context(), "x.safetensors")
+
+
+def test_the_core_package_imports_nothing_distributed() -> None:
+    """No module outside ocannl_ast/distributed imports it, mpi4py or torch; importing
+    ocannl_ast loads none of them."""
+    pkg = ROOT / "ocannl_ast"
+    bad = []
+    for path in pkg.rglob("*.py"):
+        if "distributed" in path.relative_to(pkg).parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            bad += [f"{path.name}: {n}" for n in names
+                    if n.split(".")[0] in ("mpi4py", "torch") or "distributed" in n]
+    assert bad == []
+    code = ("import sys, ocannl_ast\n"
+            "assert not {'mpi4py', 'torch', 'ocannl_ast.distributed'} & set(sys.modules)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=False, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stderr
+
+
+@needs_mpi
+def test_the_launcher_prefixes_output_times_out_and_leaves_no_process(tmp_path: Path) -> None:
+    script = tmp_path / "sleepy.py"
+    script.write_text("import os, sys, time\n"
+                      "r = os.environ['OMPI_COMM_WORLD_RANK']\n"
+                      "open(f'pid{r}', 'w').write(str(os.getpid()))\n"
+                      "print('hello from', r, flush=True)\n"
+                      "time.sleep(600)\n")
+    start = time.monotonic()
+    proc = launch(tmp_path, script=script, launcher_args=("--timeout", "4"))
+    assert time.monotonic() - start < 20
+    assert proc.returncode == 124, proc.stderr
+    assert "[rank 0] hello from 0" in proc.stdout and "[rank 1] hello from 1" in proc.stdout
+    assert "--timeout of 4 s passed" in proc.stderr
+    for r in (0, 1):
+        pid = int((tmp_path / f"pid{r}").read_text())
+        assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat"
+                                                                 ).read_text().split()[2]
