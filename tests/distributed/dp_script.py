@@ -29,7 +29,8 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=16, help="global batch")
     ap.add_argument("--hidden", type=int, default=8)
     ap.add_argument("--out", default=None)
-    ap.add_argument("--save", default=None, help="checkpoint after the last step")
+    ap.add_argument("--save", default=None, help="checkpoint at --save-at (or at the end)")
+    ap.add_argument("--save-at", type=int, default=-1, help="global step of the --save")
     ap.add_argument("--load", default=None, help="checkpoint to resume from")
     ap.add_argument("--mismatch", action="store_true", help="rank 1 builds a wider model")
     ap.add_argument("--kill-at", type=int, default=-1, help="rank 1 SIGKILLs itself")
@@ -59,17 +60,20 @@ def main() -> None:
     start = args.start
     if args.load:
         start = ocd.load(ctx, args.load).next_step(args.batch)
+    initial = {f"init/{p.name}": ctx.get(p) for p in step.params}
     for s in range(start, start + args.steps):
+        if args.save and s == args.save_at:
+            ocd.save(ctx, args.save)
         if world.rank == 1 and s == args.kill_at:
             os.kill(os.getpid(), signal.SIGKILL)
         if world.rank == 1 and s == args.stall_at:
             time.sleep(3600)
         step(batch=s % n_batches)
-    if args.save:
+    if args.save and args.save_at < 0:
         ocd.save(ctx, args.save)
     if args.out:
         np.savez(f"{args.out}.r{world.rank}.npz", **{p.name: ctx.get(p) for p in step.params},
-                 global_step=step.global_step)
+                 **initial, global_step=step.global_step)
     print(f"done rank {world.rank} of {world.size} step {step.global_step}", flush=True)
 
 

@@ -132,11 +132,11 @@ def test_the_launcher_prefixes_output_times_out_and_leaves_no_process(tmp_path: 
                       "print('hello from', r, flush=True)\n"
                       "time.sleep(600)\n")
     start = time.monotonic()
-    proc = launch(tmp_path, script=script, launcher_args=("--timeout", "4"))
+    proc = launch(tmp_path, script=script, launcher_args=("--timeout", "3"))
     assert time.monotonic() - start < 20
     assert proc.returncode == 124, proc.stderr
     assert "[rank 0] hello from 0" in proc.stdout and "[rank 1] hello from 1" in proc.stdout
-    assert "--timeout of 4 s passed" in proc.stderr
+    assert "--timeout of 3 s passed" in proc.stderr
     for r in (0, 1):
         pid = int((tmp_path / f"pid{r}").read_text())
         assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat"
