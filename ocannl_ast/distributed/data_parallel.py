@@ -65,6 +65,14 @@ class DataParallelStep:
         self.samples = 0
         self.timings = Timings()
         self._bufs = [p.grad.buffer(ctx.layout) for p in self.params]
+        rewritten = [p.name for p, b in zip(self.params, self._bufs, strict=True)
+                     if b.id in self.update_routine.writes]
+        if rewritten:  # it would overwrite the averaged gradients with this rank's own
+            raise ArgumentError(
+                f"data_parallel: the update code writes the gradients of {rewritten[:3]}: "
+                "pass only the update (e.g. oc.sgd_update(loss, ...)), not "
+                "oc.grad_update(loss) — data_parallel computes the gradients itself",
+                user_span())
         self.arena = self._lay_out_arena()
         self._agree_on_code()
         self._checked_params_at = -1

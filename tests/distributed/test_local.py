@@ -95,6 +95,8 @@ def test_data_parallel_rejects_bad_arguments() -> None:
         ocd.data_parallel(ctx, loss, update, check_every=-1)
     with pytest.raises(oc.ArgumentError, match="ctx must be an oc.Context"):
         ocd.data_parallel("c", loss, update)  # type: ignore[arg-type]
+    with pytest.raises(oc.ArgumentError, match="update code writes the gradients"):
+        ocd.data_parallel(ctx, loss, [oc.grad_update(loss), update])
     step = ocd.data_parallel(ctx, loss, update)
     with pytest.raises(oc.ArgumentError, match="got unknown \\['batch'\\]"):
         step(batch=1)
