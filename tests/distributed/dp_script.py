@@ -3,6 +3,9 @@ as the one-process reference): an MLP on a fixed random regression data set, eac
 its shard of every batch. Writes the params of every rank to --out (rank r: <out>.r<r>.npz).
 Fault switches make one rank misbehave (mismatched graph, killed, stalled)."""
 
+# Written in the @op dialect: names declared inline ({w}) exist after rewriting.
+# ruff: noqa: F821, F841
+
 from __future__ import annotations
 
 import argparse
