@@ -6,6 +6,7 @@ the job; a resumed run equals the uninterrupted one bit for bit."""
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -82,8 +83,11 @@ def test_mismatched_graphs_raise_on_both_ranks(tmp_path: Path) -> None:
 
 
 def test_a_killed_rank_ends_the_job_non_zero(tmp_path: Path) -> None:
+    start = time.monotonic()
     proc = launch(tmp_path, "--kill-at", "3", launcher_args=("--timeout", "60"))
+    assert time.monotonic() - start < 60
     assert proc.returncode not in (0, 124), proc.stderr  # mpirun noticed, not the timeout
+    assert "exited on signal 9" in proc.stderr.replace("\n[mpirun] ", " ")
     assert "done rank" not in proc.stdout
 
 
@@ -92,3 +96,11 @@ def test_a_stalled_rank_is_caught_by_the_watchdog(tmp_path: Path) -> None:
                   launcher_args=("--timeout", "60"))
     assert proc.returncode not in (0, 124), proc.stderr
     assert "waited more than 2 s in the all-reduce of gradients" in proc.stderr
+
+
+def test_the_moons_example_trains_under_the_launcher(tmp_path: Path) -> None:
+    example = Path(__file__).resolve().parents[2] / "examples" / "moons_dp.py"
+    proc = ok(launch(tmp_path, "--n", "256", "--epochs", "10", script=example))
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("[rank 0] accuracy: ")]
+    assert len(lines) == 1 and float(lines[0].split()[-1]) > 0.9, proc.stdout
+    assert "[rank 0] ranks: 2" in proc.stdout and "[rank 1] accuracy" not in proc.stdout
