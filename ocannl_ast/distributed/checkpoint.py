@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import CheckpointError, DistributedError, OcannlError, user_span
+from ..errors import ArgumentError, CheckpointError, DistributedError, OcannlError, user_span
 from ..tensor.context import Context
 from .data_parallel import DataParallelStep, steps
 from .world import World
@@ -35,9 +35,14 @@ class Resume:
         """The global step to resume at with `global_batch` samples per global step (any
         world size): the first sample not yet seen, in units of global batches."""
         seen = self.samples if self.samples is not None else self.global_step * global_batch
+        if isinstance(global_batch, bool) or not isinstance(global_batch, int) \
+                or global_batch <= 0:
+            raise ArgumentError(f"Resume.next_step: global_batch must be a positive int, got "
+                                f"{global_batch!r}", user_span())
         if seen % global_batch:
-            raise DistributedError(f"{seen} samples were seen, not a multiple of the global "
-                                   f"batch {global_batch}: pick a global batch that divides it")
+            raise ArgumentError(f"{seen} samples were seen, not a multiple of the global "
+                                f"batch {global_batch}: pick a global batch that divides it",
+                                user_span())
         return seen // global_batch
 
 

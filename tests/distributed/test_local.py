@@ -88,6 +88,38 @@ def test_a_world_of_one_equals_the_fused_step_bit_for_bit() -> None:
                                   * int(np.prod(ps[0].dims()[1:]))])
 
 
+class DisagreeingPeer(LocalComm):
+    """Rank 0 of 2 whose peer reports `change(obj)` from its all-gathers."""
+
+    size = 2
+
+    def __init__(self, key: str, value: str) -> None:
+        self.key, self.value = key, value
+
+    def allgather(self, obj: Any) -> list[Any]:
+        other = dict(obj)
+        if self.key in other:
+            other[self.key] = self.value
+        return [obj, other]
+
+
+def test_disagreeing_code_or_params_name_what_differs_and_the_ranks() -> None:
+    loss, update = _model(5)
+    with pytest.raises(oc.DistributedError, match=r"compiled code differs across ranks "
+                       r"\(update routine: rank\(s\) \[1\] differ from rank 0: rank 0: "
+                       r"routine_\w+, rank 1: routine_0bad"):
+        ocd.data_parallel(oc.Context(), loss, update,
+                          world=World(DisagreeingPeer("update routine", "routine_0bad"), 5.0))
+    name = sorted(p.name for p in loss.params())[1]
+    world = World(DisagreeingPeer(name, "f00d"), 5.0)
+    world.allgather = lambda obj, what: [obj, obj]  # type: ignore[method-assign]
+    step = ocd.data_parallel(oc.Context(), loss, update, world=world)  # code agrees
+    world.allgather = lambda obj, what: world.comm.allgather(obj)  # type: ignore[method-assign]
+    with pytest.raises(oc.DistributedError, match=rf"params differ across ranks at global "
+                       rf"step 0 \({name}: rank\(s\) \[1\] differ from rank 0"):
+        step()
+
+
 def test_data_parallel_rejects_bad_arguments() -> None:
     loss, update = _model(4)
     ctx = oc.Context()
