@@ -130,6 +130,8 @@ def main() -> None:
     for n in (4, 8):
         print(f"{n:>2} {'':>10} {'':>10} {'':>10} {'':>10} {'':>11} "
               f"{model(n, tc, two['bytes'], two['alpha'], two['beta']) * 1e3:>9.2f}ms")
+    print(f"cores: {len(os.sched_getaffinity(0))}, load average: "
+          f"{' '.join(f'{x:.1f}' for x in os.getloadavg())} (a busy machine starves the ranks)")
     print(f"speed-up at 2 processes: {two['throughput'] / one['throughput']:.2f}x "
           "(target >= 1.6x on a step >= 20 ms)")
 
