@@ -175,3 +175,35 @@ def test_the_launcher_prefixes_output_times_out_and_leaves_no_process(tmp_path: 
         pid = int((tmp_path / f"pid{r}").read_text())
         assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat"
                                                                  ).read_text().split()[2]
+
+
+def test_save_and_load_in_a_world_of_one(tmp_path: Path) -> None:
+    loss, update = _model(6)
+    ctx = oc.Context()
+    step = ocd.data_parallel(ctx, loss, update, batch_size=8, seed=11)
+    for _ in range(3):
+        step()
+    path = tmp_path / "ck.safetensors"
+    ocd.save(ctx, path)
+    for _ in range(2):
+        step()
+    after = {p.name: ctx.get(p) for p in loss.params()}
+    resume = ocd.load(ctx, path)
+    assert (resume.world_size, resume.global_step, resume.samples, resume.seed) == (1, 3, 24, 11)
+    assert resume.next_step(8) == 3 and resume.next_step(4) == 6
+    with pytest.raises(oc.ArgumentError, match="not a multiple of the global batch 16"):
+        resume.next_step(16)
+    assert step.global_step == 3 and step.samples == 24
+    for _ in range(2):
+        step()
+    assert all(ctx.get(p).tobytes() == after[p.name].tobytes() for p in loss.params())
+    side = Path(str(path) + ".dist.json")
+    side.write_text(side.read_text().replace('"global_step": 3', '"global_step": 4'))
+    path.write_bytes(path.read_bytes()[:-1] + b" ")  # the checkpoint replaced afterwards
+    with pytest.raises(oc.CheckpointError, match="its digest differs"):
+        ocd.load(ctx, path)
+    side.unlink()
+    with pytest.raises(oc.CheckpointError, match=r"cannot read .*ck.safetensors.dist.json"):
+        ocd.load(ctx, path)
+    with pytest.raises(oc.CheckpointError, match="saving checkpoint"):
+        ocd.save(ctx, tmp_path / "no" / "such" / "dir" / "ck.safetensors")
