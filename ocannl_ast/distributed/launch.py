@@ -91,6 +91,16 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _die_with_parent() -> None:
+    """In mpirun, before it starts: SIGTERM when the launcher dies, even by SIGKILL (Linux;
+    mpirun then ends its ranks), so a killed launcher leaves no job behind."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
+
+
 def _relay(src: IO[bytes], dst: IO[str]) -> None:
     """Copy mpirun's tagged lines, each prefixed by its rank instead of mpirun's tag."""
     for raw in iter(src.readline, b""):
@@ -146,7 +156,8 @@ def run(ns: argparse.Namespace) -> int:
     env = dict(os.environ)
     cmd = command(ns, env)
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            stdin=subprocess.DEVNULL, start_new_session=True)
+                            stdin=subprocess.DEVNULL, start_new_session=True,
+                            preexec_fn=_die_with_parent)
     assert proc.stdout is not None and proc.stderr is not None
     relays = [threading.Thread(target=_relay, args=(proc.stdout, sys.stdout), daemon=True),
               threading.Thread(target=_relay, args=(proc.stderr, sys.stderr), daemon=True)]

@@ -207,3 +207,39 @@ def test_save_and_load_in_a_world_of_one(tmp_path: Path) -> None:
         ocd.load(ctx, path)
     with pytest.raises(oc.CheckpointError, match="saving checkpoint"):
         ocd.save(ctx, tmp_path / "no" / "such" / "dir" / "ck.safetensors")
+
+
+def _alive(pid: int) -> bool:
+    stat = Path(f"/proc/{pid}/stat")
+    try:
+        return stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+@needs_mpi
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_killed_launcher_leaves_no_rank_behind(tmp_path: Path) -> None:
+    script = tmp_path / "sleepy.py"
+    script.write_text("import os, time\n"
+                      "r = os.environ['OMPI_COMM_WORLD_RANK']\n"
+                      "open(f'pid{r}.tmp', 'w').write(str(os.getpid()))\n"
+                      "os.replace(f'pid{r}.tmp', f'pid{r}')\n"
+                      "time.sleep(600)\n")
+    proc = subprocess.Popen([sys.executable, "-m", "ocannl_ast.distributed.launch", "-n", "2",
+                             "--timeout", "60", str(script)], cwd=tmp_path,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 40
+        while not all((tmp_path / f"pid{r}").exists() for r in (0, 1)):
+            assert time.monotonic() < deadline and proc.poll() is None, "ranks did not start"
+            time.sleep(0.1)
+    finally:
+        proc.kill()
+        proc.wait()
+    pids = [int((tmp_path / f"pid{r}").read_text()) for r in (0, 1)]
+    deadline = time.monotonic() + 15
+    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(_alive(p) for p in pids)
