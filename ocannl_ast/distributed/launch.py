@@ -155,9 +155,10 @@ def end_job(proc: subprocess.Popen[bytes]) -> None:
 def run(ns: argparse.Namespace) -> int:
     env = dict(os.environ)
     cmd = command(ns, env)
+    # preexec_fn is safe here: the launcher starts no thread before mpirun is forked
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             stdin=subprocess.DEVNULL, start_new_session=True,
-                            preexec_fn=_die_with_parent)
+                            preexec_fn=_die_with_parent)  # noqa: PLW1509
     assert proc.stdout is not None and proc.stderr is not None
     relays = [threading.Thread(target=_relay, args=(proc.stdout, sys.stdout), daemon=True),
               threading.Thread(target=_relay, args=(proc.stderr, sys.stderr), daemon=True)]

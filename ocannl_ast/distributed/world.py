@@ -139,8 +139,19 @@ def init(backend: str = "auto", *, timeout: float | None = None) -> World:
         comm = C.connect(backend, limit)
         if comm.size > 1:
             C.install_excepthook(comm)
+            _die_with_parent()
         _world = World(comm, limit)
         return _world
+
+
+def _die_with_parent() -> None:
+    """A rank whose launcher (mpirun's daemon) dies gets SIGTERM instead of living on as an
+    orphan (Linux's PR_SET_PDEATHSIG; elsewhere nothing)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))
 
 
 def current() -> World:
