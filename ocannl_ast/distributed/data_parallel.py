@@ -83,6 +83,7 @@ class DataParallelStep:
         """One contiguous array holding every gradient; the context's grad arrays become
         views into it, so one in-place all-reduce covers them all."""
         ctx = self.ctx
+        self._views: list[np.ndarray] = []
         with ctx.lock:
             total = sum(int(np.prod(b.dims)) for b in self._bufs)
             arena = np.zeros(total, dtype=ctx.dtype)
@@ -94,6 +95,7 @@ class DataParallelStep:
                 if old is not None and old.shape == b.dims:
                     view[...] = old
                 ctx.arrays[b.id] = view
+                self._views.append(view)
                 offset += n
             ctx.arrays_epoch += 1  # routines re-bind: they now write into the arena
             return arena
@@ -147,16 +149,19 @@ class DataParallelStep:
         if world.size == 1:
             return 0.0
         with self.ctx.lock:
-            for b in self._bufs:
-                backend.to_host(self.ctx.arrays[b.id])
+            for b, view in zip(self._bufs, self._views, strict=True):
+                if self.ctx.arrays.get(b.id) is not view:
+                    raise DistributedError(f"the gradient array of '{b.name}' was replaced "
+                                           "after data_parallel laid out its arena", user_span())
+                backend.to_host(view)
             waited = 0.0
             if self.profile:
                 t = time.perf_counter()
                 world.barrier("waiting for the slowest rank")
                 waited = time.perf_counter() - t
             world.allreduce_mean_(self.arena)
-            for b in self._bufs:
-                backend.host_written(self.ctx.arrays[b.id])
+            for view in self._views:
+                backend.host_written(view)
             self.ctx.fast = None
         return waited
 
@@ -230,6 +235,9 @@ def data_parallel(ctx: Context, loss: Tensor, update: Any, *, world: World | Non
                                      f"{validate.describe(batch_size)}")
     if not loss.params():
         validate.fail(ArgumentError, f"data_parallel: loss '{loss.label}' has no params")
+    if ctx in steps:  # its arena would replace the first one's gradient arrays
+        validate.fail(ArgumentError, "data_parallel: this context already has a data-parallel "
+                                     "step (one per context): use another oc.Context")
     step = DataParallelStep(ctx, loss, update, world or current(), check_every=check_every,
                             batch_size=batch_size, seed=seed, profile=profile)
     steps[ctx] = step

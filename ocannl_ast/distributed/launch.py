@@ -23,6 +23,20 @@ from typing import IO
 _TAG = re.compile(r"^\[\d+,(\d+)\]<(stdout|stderr)>: ?")
 #: seconds between asking the job to end (SIGTERM) and killing what is left
 GRACE = 3.0
+#: how each rank starts the script: first asking Linux for SIGTERM when its parent (mpirun's
+#: daemon) dies, so that no rank outlives the job however it ends; then the script as
+#: `python script.py args` would run it
+BOOT = """\
+import os, runpy, signal, sys
+if sys.platform.startswith("linux"):
+    import ctypes
+    ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))
+    if os.getppid() == 1:
+        sys.exit("launch: the job ended before this rank started")
+sys.argv = sys.argv[1:]
+sys.path[0] = os.path.dirname(os.path.abspath(sys.argv[0]))
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -82,7 +96,7 @@ def command(ns: argparse.Namespace, env: dict[str, str]) -> list[str]:
                 "MASTER_ADDR", "MASTER_PORT"):
         if var in env and ns.hostfile:
             cmd += ["-x", var]  # other hosts get only what is exported
-    return [*cmd, sys.executable, "-u", ns.script, *ns.args]
+    return [*cmd, sys.executable, "-u", "-c", BOOT, ns.script, *ns.args]
 
 
 def _free_port() -> int:

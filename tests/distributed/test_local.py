@@ -130,6 +130,8 @@ def test_data_parallel_rejects_bad_arguments() -> None:
     with pytest.raises(oc.ArgumentError, match="update code writes the gradients"):
         ocd.data_parallel(ctx, loss, [oc.grad_update(loss), update])
     step = ocd.data_parallel(ctx, loss, update)
+    with pytest.raises(oc.ArgumentError, match="already has a data-parallel step"):
+        ocd.data_parallel(ctx, loss, update)
     with pytest.raises(oc.ArgumentError, match="got unknown \\['batch'\\]"):
         step(batch=1)
     with pytest.raises(oc.DistributedError, match="no data-parallel step"):
