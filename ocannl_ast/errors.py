@@ -158,3 +158,8 @@ class CheckpointError(OcannlError):
 class ArgumentError(OcannlError):
     """A public function got an argument of the wrong type or out of range: names the
     function, the parameter, what it accepts and what it got."""
+
+
+class DistributedError(OcannlError):
+    """Data-parallel ranks disagree (compiled code, flags or param values differ; names the
+    routine or param and the ranks), or a peer died or timed out."""

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Creates .venv (once) and installs the package with its test, cuda and examples extras
-# (examples: scikit-learn for the digits data set, matplotlib for the plots) into it
+# Creates .venv (once) and installs the package with its test, cuda, examples and dist extras
+# (examples: scikit-learn for the digits data set, matplotlib for the plots; dist: mpi4py and
+# the Open MPI wheels, ~21 MB, for ocannl_ast.distributed) into it
 # (cuda: cuda-python + the NVRTC wheel, ~250 MB; the NVRTC tests need no GPU), and the CPU
 # build of PyTorch as a test oracle.
 set -euo pipefail
@@ -10,7 +11,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 if [ ! -f .venv/.installed ] || [ pyproject.toml -nt .venv/.installed ]; then
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e '.[test,cuda,examples]'
+  .venv/bin/python -m pip install -q -e '.[test,cuda,examples,dist]'
   # PyTorch (CPU build, ~200 MB) is the oracle of the tests that compare against it and of the
   # benchmarks' baselines; those skip with the reason when it cannot be installed.
   .venv/bin/python -m pip install -q "torch==${OCANNL_AST_TORCH:-2.13.0+cpu}" \
