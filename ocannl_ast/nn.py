@@ -106,24 +106,32 @@ def mlp(dims: Sequence[int], activation: Callable[[Tensor], Tensor] = relu) -> L
 
 def flatten(x: Tensor) -> Tensor:
     """All output axes of `x` merged into one, row-major as numpy's reshape: `B|h,w,c`
-    gives `B|h*w*c` (batch axes kept). Its gradient un-flattens. The output dims of `x` must
-    be inferred when it is called (they are once its inputs' dims are known, e.g. after a
-    conv stack on data); `x` has no input axes."""
+    gives `B|h*w*c` (batch axes kept). Its gradient un-flattens. The output axes of `x` are
+    those inferred when it is called (they must be known then: they are once its inputs'
+    dims are, e.g. after a conv stack on data); flatten fixes them (a later broadcast of `x`
+    to more axes is a ShapeError), and `x` has no input axes."""
     validate.check_tensor("flatten", "x", x)
     dims = _known_output_dims(x)
+    labels = [f"a{i}" for i in range(len(dims))] if len(dims) > 1 else ["i"]  # "a0" alone
+    # would read as two single-character axes
+    if x.shape.rows_now()[1].var is not None or len(dims) == 1:
+        # pin the output row to exactly these axes (a copy when there is nothing to merge)
+        x = einsum(f"..b..|{','.join(labels)} => ..b..|{','.join(labels)}", x)
     # Merge the last two axes (h, w) into one of size h * w, index `w_size * h + w`, until
-    # one is left: each step is a copy through an affine index, gradients gather back.
+    # one is left: each step a copy through an affine index; gradients gather back.
     while len(dims) > 1:
-        x = einsum(f"..b..|..r..,h,w => ..b..|..r..,{dims[-1]}*h+w", x)
-        dims = [*dims[:-2], dims[-2] * dims[-1]]
+        keep = "".join(f"{a}," for a in labels[:-2])
+        x = einsum(f"..b..|{keep}h,w => ..b..|{keep}{dims[-1]}*h+w", x)
+        dims, labels = [*dims[:-2], dims[-2] * dims[-1]], labels[:-1]
     return x
 
 
 def _known_output_dims(x: Tensor) -> list[int]:
-    """The output dims of `x` as inferred so far (never closing its shape)."""
+    """The output dims of `x` as inferred so far (never closing its shape): the axes after
+    its row variable, when there are none before it and every size is known."""
     row = x.shape.rows_now()[1]
-    sizes = [dim_size(d) for d in (*row.beg, *row.dims)]
-    if row.var is not None or any(n is None for n in sizes):
+    sizes = [dim_size(d) for d in row.dims]
+    if row.beg or not sizes or any(n is None for n in sizes):
         validate.fail(ShapeError, f"flatten: the output dims of '{x.label}' are not known "
                                   f"yet (shape so far: {x.shape}); flatten needs them when "
                                   "it is called (give the input data or term its dims)")
