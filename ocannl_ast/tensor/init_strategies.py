@@ -14,6 +14,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from ..errors import ArgumentError, ShapeError, user_span
 from . import validate
 from .node import Tensor
@@ -126,12 +128,12 @@ def _nonzero(p: Tensor, fan: int, what: str) -> None:
 
 
 def _real(fn: str, name: str, v: Any, *, nonneg: bool = False) -> float:
-    validate.check_number(fn, name, v)
-    x = float(v)
-    if not math.isfinite(x) or (nonneg and x < 0):
+    if not validate.is_real(v) or isinstance(v, bool | np.bool_) or not math.isfinite(float(v)) \
+            or (nonneg and float(v) < 0):
         validate.fail(ArgumentError, f"{fn}: {name} must be a finite"
-                                     f"{' non-negative' if nonneg else ''} number, got {v!r}")
-    return x
+                                     f"{' non-negative' if nonneg else ''} number, got "
+                                     f"{validate.describe(v)}")
+    return float(v)
 
 
 def _mode(fn: str, mode: Any) -> str:
