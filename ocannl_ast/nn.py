@@ -172,15 +172,18 @@ def mse(pred, target):
 def layer_norm(eps=1e-5):
     """Normalize over the last output axis (mean 0, variance 1, biased variance as in
     PyTorch), then scale by a learned gain (init 1) and shift by a learned bias (init 0),
-    both vectors over that axis."""
+    both vectors over that axis. Stable in float32: a constant row gives exactly the bias
+    and an exactly zero gain gradient, as PyTorch."""
     validate.check_nonnegative("layer_norm", "eps", eps)
 
     def layer(x):
-        # Means as sum / n, one correctly rounded division: a constant row is centered to
-        # exactly 0 (with sum * recip(n) its rounding error, amplified by 1/sqrt(eps),
-        # shifted the output off the bias).
+        # Centered in two passes, means as sum / n: the first mean's rounding error (from
+        # the sum, or from sum * recip(n)) leaves a residue that 1/sqrt(eps) would amplify
+        # (a constant row of 100.0 came out 0.5% off the bias); the residue of a constant
+        # row is one exactly representable step, which the second pass removes exactly.
         n = embed_dim(x)
-        xc = x - einsum(_LAST_KEEP, x) / n
+        x1 = x - einsum(_LAST_KEEP, x) / n
+        xc = x1 - einsum(_LAST_KEEP, x1) / n
         var = einsum(_LAST_KEEP, xc * xc) / n
         normalized = xc * recip(sqrt(var + eps))
         return einsum(_LAST_SCALE, normalized, {ln_gain := 1.0}) + einsum("i=>i", {ln_bias := 0.0})
