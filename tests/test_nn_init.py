@@ -84,7 +84,7 @@ def test_fans_come_from_inferred_dims() -> None:
 
     @oc.op
     def layer(x):
-        return {w := oc.init.kaiming_uniform(0.0), o := [50]} @ x
+        return {w := oc.init.kaiming_uniform(0.0), o := [50]} @ x  # noqa: F841
 
     xs = np.ones((2, 600))
     y = layer(oc.ndarray(xs, batch_axes=1))

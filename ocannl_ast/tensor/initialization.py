@@ -13,9 +13,9 @@ import numpy as np
 from ..errors import RuntimeDataError
 from ..lowering import assignments as A
 from ..lowering.loop_ir import Precision
+from .init_strategies import InitStrategy
 from .node import Code, FetchItem, Init, NodeKind, NodeRef, Tensor, concat
 from .pipeline import close_tensors, held_out, init_deps
-from .init_strategies import InitStrategy
 from .random_init import RandomInit, random_init
 from .seed import current_seed
 
