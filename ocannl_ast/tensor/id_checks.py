@@ -47,6 +47,8 @@ def mark_ids(ids: Tensor, reader: str) -> None:
     on, constant data behind it is checked now."""
     span = user_span()
     for src in _sources(ids):
+        if src.id not in _marked:
+            weakref.finalize(src, _readers.pop, src.id, None)
         _marked[src.id] = src
         _readers[src.id] = (reader, span)
         value = src.init_value
