@@ -1,6 +1,6 @@
 """Train a small conv net on scikit-learn's bundled 8x8 handwritten digits.
 
-conv2d 3x3 "same" -> relu -> max_pool 2x2 -> linear(10), cross-entropy, Adam. The data set
+conv2d 3x3 "same" -> relu -> max_pool 2x2 -> flatten -> linear(10), cross-entropy, Adam. The data set
 ships inside scikit-learn (no download): `pip install '.[examples]'`. The training data stays
 resident in the context; one compiled routine (forward, backprop, Adam) slices the batch it
 is called with. Prints the loss per epoch and a final line `accuracy: <fraction>` on a
@@ -51,7 +51,8 @@ def make_model(channels: int):
     conv = oc.nn.conv2d(channels, 3, padding="same")
     pool = oc.nn.max_pool2d(2)
     head = oc.nn.linear(N_CLASSES)
-    return lambda x: head(pool(oc.relu(conv(x))))
+    # linear acts on the last axis only (as torch.nn.Linear): flatten the feature maps first
+    return lambda x: head(oc.nn.flatten(pool(oc.relu(conv(x)))))
 
 
 def batched(xs: np.ndarray, ys: np.ndarray, batch: int, rng: np.random.Generator):

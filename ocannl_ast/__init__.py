@@ -75,7 +75,7 @@ from .tensor.seed import set_seed
 from .tensor.train import grad_update, sgd_update
 
 if TYPE_CHECKING:
-    from . import nn, testing
+    from . import init, nn, testing
 
 range = range_  # OCANNL's `range`; the builtin stays reachable as builtins.range
 
@@ -175,6 +175,7 @@ __all__ = [
     "exp",
     "grad_update",
     "infer_shapes",
+    "init",
     "le",
     "log",
     "lr_constant",
@@ -215,11 +216,12 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    """`oc.nn` and `oc.testing` are imported on first use (keeps `import ocannl_ast` fast)."""
-    if name in ("nn", "testing"):
+    """`oc.nn`, `oc.init` and `oc.testing` are imported on first use (keeps `import
+    ocannl_ast` fast)."""
+    if name in ("nn", "init", "testing"):
         return _importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), "nn", "testing"})
+    return sorted({*globals(), "nn", "init", "testing"})

@@ -20,10 +20,13 @@ import math
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from .errors import ArgumentError
+from .errors import ArgumentError, ShapeError
+from .infer.terms import dim_size
 from .naming import scope as name_scope
 from .rewrite import make_decorator
-from .tensor import validate
+from .tensor import id_checks, validate
+from .tensor.init_strategies import FanInOf, kaiming_uniform, normal
+from .tensor.leaves import param
 from .tensor.node import Tensor
 from .tensor.ops import (
     binary_op,
@@ -57,18 +60,33 @@ _LAST_KEEP = "..b..|..o..,i=>..b..|..o..,_"
 _LAST_SCALE = "..b..|..o..,i;i=>..b..|..o..,i"
 # Sum every cell into one.
 _ALL = "..b..|..i..->..o..=>0"
+# A linear map of the last output axis f, position-wise over the other output axes.
+_LINEAR = "..b..|..s..,f; f->o => ..b..|..s..,o"
 
 
-@op
-def linear(out_dim):
-    """`layer(x) = w @ x + b`: `out_dim` outputs; w's input dims are inferred from `x`."""
+def linear(out_dim: int, *, bias: bool = True) -> Layer:
+    """`layer(x) = x w + b` over the LAST output axis of `x` only, as torch.nn.Linear: x
+    `B|s,f` gives `B|s,out_dim` (each position on its own) with the weight `w: f->out_dim`
+    (f inferred from `x`); x `B|f` gives `B|out_dim`. Init as torch: w and b uniform in
+    +-1/sqrt(f). (`{w} @ x` contracts every output axis, for those who want that.)"""
     _check_dim("linear", "out_dim", out_dim)
-    return lambda x: {w} @ x + {b, o := [out_dim]}
+    _check_bool("linear", "bias", bias)
+    with name_scope("linear"):  # params: linear.w, linear.b (linear_1.w, ... for the next)
+        w = param("w", output_dims=[out_dim], init=kaiming_uniform())
+        b = param("b", output_dims=[out_dim], init=FanInOf(w)) if bias else None
+
+    def layer(x: Tensor) -> Tensor:
+        validate.check_tensor("linear", "x", x)
+        y = einsum(_LINEAR, x, w)
+        return y if b is None else y + b
+
+    return layer
 
 
 def mlp(dims: Sequence[int], activation: Callable[[Tensor], Tensor] = relu) -> Layer:
     """Linear layers of output sizes `dims`, `activation` between them (not after the
-    last). Example: ``model = oc.nn.mlp([16, 16, 1])``."""
+    last); position-wise as `linear` (each acts on the last output axis). Example:
+    ``model = oc.nn.mlp([16, 16, 1])``."""
     if not isinstance(dims, list | tuple) or not dims:
         validate.fail(ArgumentError, "mlp: dims must be a non-empty list of positive ints, "
                                      f"got {validate.describe(dims)}")
@@ -86,11 +104,45 @@ def mlp(dims: Sequence[int], activation: Callable[[Tensor], Tensor] = relu) -> L
     return model
 
 
+def flatten(x: Tensor) -> Tensor:
+    """All output axes of `x` merged into one, row-major as numpy's reshape: `B|h,w,c`
+    gives `B|h*w*c` (batch axes kept). Its gradient un-flattens. The output axes of `x` are
+    those inferred when it is called (they must be known then: they are once its inputs'
+    dims are, e.g. after a conv stack on data); flatten fixes them (a later broadcast of `x`
+    to more axes is a ShapeError), and `x` has no input axes."""
+    validate.check_tensor("flatten", "x", x)
+    dims = _known_output_dims(x)
+    labels = [f"a{i}" for i in range(len(dims))] if len(dims) > 1 else ["i"]  # "a0" alone
+    # would read as two single-character axes
+    if x.shape.rows_now()[1].var is not None or len(dims) == 1:
+        # pin the output row to exactly these axes (a copy when there is nothing to merge)
+        x = einsum(f"..b..|{','.join(labels)} => ..b..|{','.join(labels)}", x)
+    # Merge the last two axes (h, w) into one of size h * w, index `w_size * h + w`, until
+    # one is left: each step a copy through an affine index; gradients gather back.
+    while len(dims) > 1:
+        keep = "".join(f"{a}," for a in labels[:-2])
+        x = einsum(f"..b..|{keep}h,w => ..b..|{keep}{dims[-1]}*h+w", x)
+        dims, labels = [*dims[:-2], dims[-2] * dims[-1]], labels[:-1]
+    return x
+
+
+def _known_output_dims(x: Tensor) -> list[int]:
+    """The output dims of `x` as inferred so far (never closing its shape): the axes after
+    its row variable, when there are none before it and every size is known."""
+    row = x.shape.rows_now()[1]
+    sizes = [dim_size(d) for d in row.dims]
+    if row.beg or not sizes or any(n is None for n in sizes):
+        validate.fail(ShapeError, f"flatten: the output dims of '{x.label}' are not known "
+                                  f"yet (shape so far: {x.shape}); flatten needs them when "
+                                  "it is called (give the input data or term its dims)")
+    return [int(n) for n in sizes]  # type: ignore[arg-type]
+
+
 @op
 def softmax(x):
     """Softmax over the last output axis, stable: the row max is subtracted first."""
     e = exp(x - stop_gradient(einsum_max(_LAST_KEEP, x)))
-    return e * recip(einsum(_LAST_KEEP, e))
+    return e / einsum(_LAST_KEEP, e)
 
 
 @op
@@ -120,13 +172,19 @@ def mse(pred, target):
 def layer_norm(eps=1e-5):
     """Normalize over the last output axis (mean 0, variance 1, biased variance as in
     PyTorch), then scale by a learned gain (init 1) and shift by a learned bias (init 0),
-    both vectors over that axis."""
+    both vectors over that axis. Stable in float32: a constant row gives exactly the bias
+    and an exactly zero gain gradient, as PyTorch."""
     validate.check_nonnegative("layer_norm", "eps", eps)
 
     def layer(x):
+        # Centered in two passes, means as sum / n: the first mean's rounding error (from
+        # the sum, or from sum * recip(n)) leaves a residue that 1/sqrt(eps) would amplify
+        # (a constant row of 100.0 came out 0.5% off the bias); the residue of a constant
+        # row is one exactly representable step, which the second pass removes exactly.
         n = embed_dim(x)
-        xc = x - einsum(_LAST_KEEP, x) * recip(n)
-        var = einsum(_LAST_KEEP, xc * xc) * recip(n)
+        x1 = x - einsum(_LAST_KEEP, x) / n
+        xc = x1 - einsum(_LAST_KEEP, x1) / n
+        var = einsum(_LAST_KEEP, xc * xc) / n
         normalized = xc * recip(sqrt(var + eps))
         return einsum(_LAST_SCALE, normalized, {ln_gain := 1.0}) + einsum("i=>i", {ln_bias := 0.0})
 
@@ -137,7 +195,12 @@ def _mean(t: Tensor) -> Tensor:
     """The mean of every cell of `t` (the count is the sum of a ones tensor shaped like
     `t`, so it follows `t`'s inferred shape)."""
     ones = 0.0 * stop_gradient(t) + 1.0
-    return einsum(_ALL, t) * recip(einsum(_ALL, ones))
+    return einsum(_ALL, t) / einsum(_ALL, ones)
+
+
+def _check_bool(fn: str, name: str, v: Any) -> None:
+    if not isinstance(v, bool):
+        validate.fail(ArgumentError, f"{fn}: {name} must be a bool, got {validate.describe(v)}")
 
 
 def _check_dim(fn: str, name: str, d: Any) -> None:
@@ -176,14 +239,16 @@ def conv2d(out_channels: int, kernel_size: Any, *, stride: Any = 1,
         validate.fail(ArgumentError, 'conv2d: padding must be "same" or "valid", got '
                                      f"{validate.describe(padding)}")
     spec = _window_spec(sh, sw, padding, "; kh, kw, c -> oc", "oc")
-    return _conv_layer(spec, out_channels, kh, kw)
+    with name_scope("_conv_layer"):  # init as torch: U(+-1/sqrt(kh * kw * in_ch)) for both
+        kernel = param("kernel", output_dims=[out_channels], init=kaiming_uniform())
+        bias = param("bias", output_dims=[out_channels], init=FanInOf(kernel))
 
+    def layer(x: Tensor) -> Tensor:
+        validate.check_tensor("conv2d", "x", x)
+        # The window sizes pin the kernel's spatial axes.
+        return einsum(spec, x, kernel, window={"kh": kh, "kw": kw}) + bias
 
-@op
-def _conv_layer(spec, out_channels, kh, kw):
-    # The window operand (ones over kh, kw) pins the kernel's spatial sizes.
-    return lambda x: einsum(spec, x, {kernel}, window={"kh": kh, "kw": kw}) + \
-        {bias, o := [out_channels]}
+    return layer
 
 
 def max_pool2d(window: Any, *, stride: Any = None) -> Layer:
@@ -229,32 +294,31 @@ def multi_head_attention(num_heads: int, head_dim: int, *, causal: bool = False)
     Per head h: `q = x Wq_h, k = x Wk_h, v = x Wv_h` (no biases), weights
     `softmax(q k^T / sqrt(head_dim))` over the key positions (stable: the row max is
     subtracted), output `sum_h (weights v) Wo_h`. Params: `wq, wk, wv` (features ->
-    num_heads, head_dim) and `wo` (num_heads, head_dim -> features). With `causal=True`,
+    num_heads, head_dim) and `wo` (num_heads, head_dim -> features), initialized as
+    torch.nn.Linear projections, U(+-1/sqrt(fan_in)). With `causal=True`,
     position s attends to positions t <= s only: the mask compares the positions' indices
     (computed in the routine, any sequence length) and replaces masked scores by -1e9
     before the max, so they get exactly zero weight and zero gradient."""
     _check_dim("multi_head_attention", "num_heads", num_heads)
     _check_dim("multi_head_attention", "head_dim", head_dim)
-    if not isinstance(causal, bool):
-        validate.fail(ArgumentError, "multi_head_attention: causal must be a bool, got "
-                                     f"{validate.describe(causal)}")
+    _check_bool("multi_head_attention", "causal", causal)
     return _attention(num_heads, head_dim, causal, 1.0 / math.sqrt(head_dim))
 
 
 @op
 def _attention(num_heads, head_dim, causal, scale):
     def layer(x):
-        q = einsum(_PROJ, x, {wq, o := [num_heads, head_dim]})
-        k = einsum(_PROJ, x, {wk, o := [num_heads, head_dim]})
-        v = einsum(_PROJ, x, {wv, o := [num_heads, head_dim]})
+        q = einsum(_PROJ, x, {wq := kaiming_uniform(), o := [num_heads, head_dim]})
+        k = einsum(_PROJ, x, {wk := kaiming_uniform(), o := [num_heads, head_dim]})
+        v = einsum(_PROJ, x, {wv := kaiming_uniform(), o := [num_heads, head_dim]})
         scores = einsum(_SCORES, q, k) * scale
         if causal:
             scores = where(_causal_mask(x), scores, _MASKED)
         e = exp(scores - stop_gradient(einsum_max(_KEY_KEEP, scores)))
-        weights = e * recip(einsum(_KEY_KEEP, e))
+        weights = e / einsum(_KEY_KEEP, e)
         ones = 0.0 * stop_gradient(x) + 1.0
         out = einsum(_MIX, weights, v)
-        return einsum(_OUT, out, {wo, i := [num_heads, head_dim]}, ones)
+        return einsum(_OUT, out, {wo := kaiming_uniform(), i := [num_heads, head_dim]}, ones)
 
     return layer
 
@@ -273,9 +337,12 @@ def _causal_mask(x: Tensor) -> Tensor:
 def one_hot(ids: Tensor, vocab: int) -> Tensor:
     """One-hot vectors of integer ids: a new last output axis of size `vocab`, 1.0 at the
     id's position. Ids are float cells holding integers (exact below 2**24 in float32);
-    an id outside [0, vocab) or not an integer gives an all-zero vector."""
+    an id outside [0, vocab) gives an all-zero vector. A NaN, infinite or fractional id is
+    a RuntimeDataError under OCANNL_AST_CHECK=1 (checked on the data the ids come from,
+    when it is built or set with ctx.set); without checks it gives a zero vector too."""
     validate.check_tensor("one_hot", "ids", ids)
     _check_dim("one_hot", "vocab", vocab)
+    id_checks.mark_ids(ids, "one_hot")
     expanded = einsum("..b..|..o..; v => ..b..|..o..,v", stop_gradient(ids),
                       0.0 * range_(vocab) + 1.0)
     return eq(expanded, range_(vocab))
@@ -285,7 +352,8 @@ def embedding(vocab: int, dim: int) -> Layer:
     """Embedding lookup: `layer(ids)` maps integer ids (a tensor batch|seq, float cells
     holding ints) to vectors: batch|seq,dim, row `id` of a learned table (vocab -> dim).
     The lookup is `one_hot(ids, vocab)` contracted with the table, so only the looked-up
-    rows get gradient; an id outside [0, vocab) gives a zero vector."""
+    rows get gradient; an id outside [0, vocab) gives a zero vector. The table starts
+    normal(0, 1), as torch.nn.Embedding."""
     _check_dim("embedding", "vocab", vocab)
     _check_dim("embedding", "dim", dim)
     return _embedding(vocab, dim)
@@ -294,7 +362,7 @@ def embedding(vocab: int, dim: int) -> Layer:
 @op
 def _embedding(vocab, dim):
     return lambda ids: einsum("..b..|..o..,v; v->d => ..b..|..o..,d", one_hot(ids, vocab),
-                              {emb_table, o := [dim], i := [vocab]})
+                              {emb_table := normal(1.0), o := [dim], i := [vocab]})
 
 
 _GELU_C = math.sqrt(2.0 / math.pi)

@@ -19,7 +19,7 @@ from ..errors import ArgumentError, BackendError, RuntimeDataError, user_span
 from ..infer.padding import Margins
 from ..lowering import assignments as A
 from ..lowering.loop_ir import Buffer, LoopProgram, Precision, cell_elems
-from . import checkpoint, pipeline, validate
+from . import checkpoint, id_checks, pipeline, validate
 from .escape import user_held
 from .initialization import init_order, init_plan
 from .node import Code, NodeKind, NodeRef, OpRecord, Tensor, buffer_id, concat, node_owner
@@ -151,6 +151,7 @@ class Context:
             if arr.shape != dims:
                 raise RuntimeDataError(f"'{ref.tensor.label}' has dims {dims}, got data "
                                        f"of shape {arr.shape}", user_span())
+            id_checks.check_set(ref.tensor, arr)  # integer ids, under OCANNL_AST_CHECK=1
             if buf.id in self.folded:
                 raise RuntimeDataError(f"'{ref.tensor.label}' is a constant folded into "
                                        f"routine '{self.folded[buf.id]}': make it a param or "

@@ -13,9 +13,10 @@ import numpy as np
 from ..errors import RuntimeDataError
 from ..lowering import assignments as A
 from ..lowering.loop_ir import Precision
+from .init_strategies import InitStrategy
 from .node import Code, FetchItem, Init, NodeKind, NodeRef, Tensor, concat
 from .pipeline import close_tensors, held_out, init_deps
-from .random_init import random_init
+from .random_init import RandomInit, random_init
 from .seed import current_seed
 
 Words = tuple[int, int, int, int]
@@ -76,12 +77,24 @@ def init_plan(todo: Sequence[Tensor], precision: Precision) -> InitPlan:
         elif isinstance(v, np.ndarray):
             close_tensors([t])
             data.append((t, v.reshape(t.dims()) if v.size == int(np.prod(t.dims())) else v))
-        elif v is None and t.init is Init.PARAM:
+        elif (v is None or isinstance(v, InitStrategy)) and t.init is Init.PARAM:
             close_tensors([t])
-            init = random_init(t, current_seed(), precision)
+            init = _strategy_init(t, v, precision)
             words.extend(init.words)
             codes.append(init.code)
         else:
             raise RuntimeDataError(f"'{t.label}' has no value: set it with ctx.set(...) "
                                    "before running code that reads it")
     return InitPlan(concat(codes), tuple(data), tuple(words))
+
+
+def _strategy_init(t: Tensor, strategy: InitStrategy | None, precision: Precision
+                   ) -> RandomInit:
+    """The random init of param `t`: U[-1, 1) without a strategy, else the strategy's
+    distribution resolved against `t`'s (closed) dims."""
+    if strategy is None:
+        return random_init(t, current_seed(), precision)
+    d = strategy.resolve(t)
+    if d.normal:
+        return random_init(t, current_seed(), precision, normal=(d.mean, d.std))
+    return random_init(t, current_seed(), precision, d.low, d.high)

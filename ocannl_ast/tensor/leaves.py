@@ -16,6 +16,7 @@ from ..infer.constraints import Origin, RowEq
 from ..infer.shape import DimsArg, Shape, join_shapes
 from . import validate
 from .builders import accum
+from .init_strategies import InitStrategy
 from .node import BatchList, Init, Tensor, current_record, no_grad
 
 
@@ -112,7 +113,9 @@ def param(name: str, *, output_dims: DimsArg = None, input_dims: DimsArg = None,
           batch_dims: DimsArg = None, init: Any = None, grad_spec: str = "require") -> Tensor:
     """A differentiable parameter; output/input dims left None are inferred; batch dims
     default to none (as in OCANNL: a parameter is shared across the batch). init: None
-    (uniform random in [-1, 1), a number, an array, a Tensor.
+    (uniform random in [-1, 1)), a number, an array, a Tensor, or an `oc.init` strategy
+    (e.g. ``oc.init.normal(0.02)``, resolved against the inferred dims: fan_in is the
+    product of the input dims, fan_out of the output dims).
 
     The default init is seed 001's expression ``uint4x32_to_prec_uniform(threefry4x32(
     threefry4x32(embed_self_id, random_seed), range_over_offsets))`` scaled to [-1, 1):
@@ -123,7 +126,8 @@ def param(name: str, *, output_dims: DimsArg = None, input_dims: DimsArg = None,
     Example: ``w = param("w", input_dims=[2], output_dims=[16])``.
     """
     validate.leaf_args("param", name, output_dims, input_dims, batch_dims, grad_spec)
-    validate.param_init(init)
+    if not isinstance(init, InitStrategy):
+        validate.param_init(init)
     if isinstance(init, np.ndarray | list | tuple) and output_dims is None and \
             input_dims is None and batch_dims is None:
         arr, nb, no, _ni = literal_array(init)

@@ -282,8 +282,8 @@ def param_init(init: Any) -> None:
     if isinstance(init, list | tuple | np.ndarray | np.generic | complex) or is_real(init):
         check_data("param", "init", init)
         return
-    fail(ArgumentError, "param: init must be None (random), a number, an array/nested list "
-                        f"or an oc.Tensor, got {describe(init)}")
+    fail(ArgumentError, "param: init must be None (random), a number, an array/nested list, "
+                        f"an oc.Tensor or an oc.init strategy, got {describe(init)}")
 
 
 def range_args(n: Any, label: Any) -> None:

@@ -163,8 +163,13 @@ def test_default_init_is_keyed_by_the_unique_name() -> None:
     w0, _, w1, _ = y.params()
     a, b = ctx.get(w0), ctx.get(w1)
     assert a.shape == b.shape == (3, 3) and not np.array_equal(a, b)
-    np.testing.assert_array_equal(a, reference_values((w0.name, 0), _seed[0], (3, 3)))
-    np.testing.assert_array_equal(b, reference_values((w1.name, 0), _seed[0], (3, 3)))
+    # linear's weights default to torch's init, U(+-1/sqrt(fan_in)), fan_in 3 here
+    d = oc.init.kaiming_uniform().resolve(w0)
+    assert np.isclose(d.high, 1 / np.sqrt(3)) and d.low == -d.high
+    np.testing.assert_array_equal(a, reference_values((w0.name, 0), _seed[0], (3, 3),
+                                                      low=d.low, high=d.high))
+    np.testing.assert_array_equal(b, reference_values((w1.name, 0), _seed[0], (3, 3),
+                                                      low=d.low, high=d.high))
 
 
 _PROGRAM = """

@@ -1,0 +1,158 @@
+"""oc.nn on sequences from the user's side (issue 20, item 1): `linear` and `mlp` act on the
+last output axis only, as torch.nn.Linear; a causal LM built only from oc.nn layers is
+causal (changing token t changes no output before t); its parameter count is torch's; its
+first loss is near ln(vocab) under the default (PyTorch) init; `flatten` is numpy's reshape
+with an un-flattening gradient."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import ocannl_ast as oc
+
+VOCAB, D, HEADS, SEQ, BATCH = 11, 8, 2, 6, 2
+
+
+def _lm(vocab: int = VOCAB, d: int = D, heads: int = HEADS):
+    """A one-block pre-norm transformer LM from oc.nn only (no positions: not needed here)."""
+    emb = oc.nn.embedding(vocab, d)
+    attn = oc.nn.multi_head_attention(heads, d // heads, causal=True)
+    ln1, ln2, ln_f = oc.nn.layer_norm(), oc.nn.layer_norm(), oc.nn.layer_norm()
+    mlp = oc.nn.mlp([4 * d, d], activation=oc.nn.gelu)
+    head = oc.nn.linear(vocab)
+
+    def model(ids: oc.Tensor) -> oc.Tensor:
+        x = emb(ids)
+        x = x + attn(ln1(x))
+        x = x + mlp(ln2(x))
+        return head(ln_f(x))
+
+    return model
+
+
+def _ids(seed: int, vocab: int = VOCAB) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, vocab, size=(BATCH, SEQ)).astype(float)
+
+
+def test_linear_on_a_sequence_is_torch_linear_per_position() -> None:
+    torch = pytest.importorskip("torch", reason="torch is the oracle of this test")
+    xs = np.random.default_rng(0).normal(size=(2, 5, 6))
+    y = oc.nn.linear(4)(oc.ndarray(xs, batch_axes=1))
+    ctx = oc.Context(precision="float64")
+    got = ctx.eval(y)
+    oc.testing.assert_shape(y, "2|5,4")
+    w, b = y.params()
+    assert (str(w.shape), str(b.shape)) == ("6->4", "4")
+    lin = torch.nn.Linear(6, 4).double()
+    with torch.no_grad():
+        lin.weight.copy_(torch.from_numpy(ctx.get(w)))
+        lin.bias.copy_(torch.from_numpy(ctx.get(b)))
+        want = lin(torch.from_numpy(xs)).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_linear_without_bias_and_mlp_position_wise() -> None:
+    xs = np.random.default_rng(1).normal(size=(3, 4, 5))
+    y = oc.nn.linear(2, bias=False)(oc.ndarray(xs, batch_axes=1))
+    ctx = oc.Context(precision="float64")
+    (w,) = y.params()
+    np.testing.assert_allclose(ctx.eval(y), xs @ ctx.get(w).T, rtol=1e-12)
+    m = oc.nn.mlp([7, 3])(oc.ndarray(xs, batch_axes=1))
+    oc.testing.assert_shape(m, "3|4,3")
+    assert sorted(str(p.shape) for p in m.params()) == ["3", "5->7", "7", "7->3"]
+    with pytest.raises(oc.ArgumentError, match="bias must be a bool"):
+        oc.nn.linear(2, bias=1)
+
+
+def test_linear_gradients_on_a_sequence() -> None:
+    xs = np.random.default_rng(2).normal(size=(2, 3, 4))
+    layer = oc.nn.linear(3)
+    # x: one sequence s,f (a param of check_grads); the loss sums the squared outputs
+    oc.testing.check_grads(lambda x: oc.einsum("s,o => 0", layer(x) * layer(x)), [xs[0]])
+
+
+def test_causal_lm_changing_token_t_changes_nothing_before_t() -> None:
+    ids = oc.term("ids", batch_dims=[BATCH], output_dims=[SEQ])
+    logits = _lm()(ids)
+    ctx = oc.Context()
+    base = _ids(3)
+    ctx.set(ids, base)
+    before = ctx.eval(logits)
+    assert before.shape == (BATCH, SEQ, VOCAB)
+    for t in range(SEQ):
+        changed = base.copy()
+        changed[:, t] = (changed[:, t] + 1 + t) % VOCAB
+        ctx.set(ids, changed)
+        after = ctx.eval(logits)
+        np.testing.assert_array_equal(after[:, :t], before[:, :t])
+        assert np.abs(after[:, t] - before[:, t]).max() > 1e-4  # token t itself matters
+
+
+def test_causal_lm_parameter_count_matches_torch() -> None:
+    torch = pytest.importorskip("torch", reason="torch counts the reference parameters")
+    ids = oc.ndarray(_ids(4), batch_axes=1)
+    logits = _lm()(ids)
+    oc.infer_shapes(logits)
+    ours = sum(math.prod(p.dims()) for p in logits.params())
+    nn = torch.nn
+    ref = nn.ModuleList([
+        nn.Embedding(VOCAB, D),
+        nn.MultiheadAttention(D, HEADS, bias=False),
+        nn.LayerNorm(D), nn.LayerNorm(D), nn.LayerNorm(D),
+        nn.Linear(D, 4 * D), nn.Linear(4 * D, D),
+        nn.Linear(D, VOCAB),
+    ])
+    assert ours == sum(p.numel() for p in ref.parameters())
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_fresh_lm_first_loss_is_near_ln_vocab(seed: int) -> None:
+    vocab = 65
+    oc.set_seed(seed)
+    try:
+        rng = np.random.default_rng(seed)
+        ids = oc.ndarray(rng.integers(0, vocab, size=(4, 16)).astype(float), batch_axes=1)
+        targets = oc.ndarray(np.eye(vocab)[rng.integers(0, vocab, size=(4, 16))], batch_axes=1)
+        loss = oc.nn.cross_entropy(_lm(vocab, 32, 4)(ids), targets)
+        first = float(oc.Context().eval(loss).reshape(-1)[0])
+    finally:
+        oc.set_seed(0)
+    assert abs(first - math.log(vocab)) < 0.5, first
+
+
+@pytest.mark.parametrize("dims", [(3, 4, 5), (2, 7), (6,)])
+def test_flatten_is_numpy_reshape(dims: tuple[int, ...]) -> None:
+    xs = np.random.default_rng(5).normal(size=(2, *dims))
+    y = oc.nn.flatten(oc.ndarray(xs, batch_axes=1))
+    oc.testing.assert_shape(y, f"2|{math.prod(dims)}")
+    np.testing.assert_array_equal(oc.Context(precision="float64").eval(y), xs.reshape(2, -1))
+
+
+def test_flatten_gradient_unflattens() -> None:
+    xs = np.random.default_rng(6).normal(size=(3, 2, 4))
+    weights = oc.ndarray(np.arange(1.0, 25.0))
+    oc.testing.check_grads(lambda x: oc.einsum("i; i => 0", oc.nn.flatten(x * x), weights),
+                           [xs])
+
+
+def test_flatten_before_a_dense_head() -> None:
+    img = np.random.default_rng(7).normal(size=(2, 4, 4, 3))
+    feats = oc.nn.max_pool2d(2)(oc.nn.conv2d(5, 3)(oc.ndarray(img, batch_axes=1)))
+    logits = oc.nn.linear(10)(oc.nn.flatten(feats))
+    ctx = oc.Context(precision="float64")
+    got = ctx.eval(logits)
+    w = next(p for p in logits.params() if p.name.endswith("linear.w") or p.label == "w")
+    assert str(w.shape) == "20->10"
+    np.testing.assert_allclose(got, ctx.eval(feats).reshape(2, 20) @ ctx.get(w).T
+                               + ctx.get(logits.params()[-1]), rtol=1e-12)
+
+
+def test_flatten_needs_known_output_dims() -> None:
+    x = oc.term("x_unknown")
+    with pytest.raises(oc.ShapeError, match="flatten: the output dims of 'x_unknown'"):
+        oc.nn.flatten(x)
+    with pytest.raises(oc.ArgumentError, match="flatten: x must be an oc.Tensor"):
+        oc.nn.flatten(np.zeros(3))
