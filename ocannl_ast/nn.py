@@ -13,15 +13,14 @@ Input: tensors. Output: tensors (layers: callables from tensor to tensor).
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import itertools
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .errors import ArgumentError, ShapeError
 from .infer.terms import dim_size
+from .layer_mode import eval_mode, is_training  # noqa: F401  (eval_mode: oc.nn.eval_mode)
 from .naming import scope as name_scope
 from .rewrite import make_decorator
 from .tensor import id_checks, validate
@@ -382,20 +381,7 @@ def _threefry_op(v, v1, v2, projections):
 
 #: threefry4x32(key, counter) stored as a number: word 0 of the result, in [0, 2**32)
 _threefry = binary_op(_threefry_op, None, name="threefry_bits")
-_EVAL_MODE: contextvars.ContextVar[bool] = contextvars.ContextVar("oc_nn_eval", default=False)
 _DROPOUT_IDS = itertools.count()
-
-
-@contextlib.contextmanager
-def eval_mode() -> Iterator[None]:
-    """Tensors built inside `with oc.nn.eval_mode():` are for inference: dropout layers
-    called there are the identity. Layers share their params across modes, so build the
-    training graph outside and the evaluation graph inside."""
-    token = _EVAL_MODE.set(True)
-    try:
-        yield
-    finally:
-        _EVAL_MODE.reset(token)
 
 
 def dropout(rate: float, *, seed: int = 0) -> Callable[..., Tensor]:
@@ -419,9 +405,7 @@ def dropout(rate: float, *, seed: int = 0) -> Callable[..., Tensor]:
 
     def layer(x: Tensor, *, train: bool | None = None) -> Tensor:
         validate.check_tensor("dropout", "x", x)
-        if train is None:
-            train = not _EVAL_MODE.get()
-        if not train or rate == 0.0:
+        if not is_training("dropout", train) or rate == 0.0:
             return x
         return _dropout(x, rate, _threefry(key, step))
 
@@ -438,8 +422,6 @@ def _dropout(x, rate, step_key):
     return x * keep * (1.0 / (1.0 - rate))
 
 
-# --- models beyond toys: positions and batch norm live in their own modules; the one eval
-# mode of every layer is layer_mode's (rebinding these two names makes dropout read it)
-from .layer_mode import _EVAL_MODE, eval_mode  # noqa: F401, F811
+# --- models beyond toys: positions and batch norm live in their own modules
 from .layers_norm import batch_norm  # noqa: F401
 from .layers_positions import positional_embedding, rope, sinusoidal_positions  # noqa: F401
