@@ -159,7 +159,7 @@ class DialectTransformer(cst.CSTTransformer):
         return updated_node.with_changes(value=wrapped)
 
     # -- declarations ------------------------------------------------------------------
-    def declare(self, original: cst.Set, updated: cst.Set) -> cst.Name:
+    def declare(self, original: cst.Set, updated: cst.Set) -> cst.BaseExpression:
         """Register an inline declaration; the display becomes its name."""
         decl = parse_declaration(original, updated, self.kind, self.loc)
         for prior in self.decls:

@@ -13,7 +13,7 @@ from .. import naming
 from ..errors import DslSyntaxError, OcannlError, Span, SpecError, at, user_span
 from ..infer.spec_scope import substitute
 from . import builders, leaves, ops
-from .node import Code, Tensor
+from .node import Code, Init, Tensor
 
 _FIELDS = ("output_dims", "input_dims", "batch_dims")
 
@@ -30,15 +30,22 @@ def param(name: str, *, span: Span | None = None, **fields: Any) -> Tensor:
         return leaves.param(name, init=init, **dims)
 
 
-def node(name: str, *, span: Span | None = None, **fields: Any) -> Tensor:
-    """@cd `{x}[...] = ...`: a persistent non-differentiable node."""
+def node(name: str, *, span: Span | None = None, owner: tuple[Any, ...] = (),
+         **fields: Any) -> Tensor:
+    """@cd `{x}[...] = ...`: a persistent non-differentiable node. `owner` lists the
+    values of the names that may own it (loop variables, then the parameters the function
+    updates): the first parameter tensor among them names it, `"<p.name>/<name>"`."""
     with at(span):
         slot = fields.pop("slot", None)
         dims = {k: fields.pop(k) for k in _FIELDS if k in fields}
         if fields:
             raise DslSyntaxError(f"inline node '{name}': unknown field(s) "
                                  f"{', '.join(sorted(fields))}", user_span())
-        return leaves.node(name, slot=slot, **dims)
+        p = next((o for o in owner if isinstance(o, Tensor) and o.init is Init.PARAM), None)
+        if p is None:
+            return leaves.node(name, slot=slot, **dims)
+        with naming.state_of(p.name):
+            return leaves.node(name, slot=slot, **dims)
 
 
 def spec_scope(text: str, thunks: Mapping[str, Callable[[], object]]) -> str:
