@@ -63,13 +63,27 @@ from .tensor.ops.fetch import (
     embed_symbol,
     range_over_offsets,
 )
+from .tensor.ops.elementwise import (
+    abs_,
+    clamp,
+    exp2,
+    floor,
+    fma,
+    log2,
+    mod,
+    recip_sqrt,
+    round_,
+    sigmoid,
+    sign,
+)
 from .tensor.ops.movement import range_
+from .tensor.ops.pointwise import relu_gate
 from .tensor.pipeline import Options as _Options
 from .tensor.pipeline import close_tensors as _close_tensors
 from .tensor.pipeline import render as _render
 from .tensor.report import summary
 from .tensor.routine import Routine
-from .tensor.schedules import lr_constant, lr_cosine, lr_warmup, step_counter
+from .tensor.schedules import advance_steps, lr_constant, lr_cosine, lr_warmup, step_counter
 from .tensor.seed import set_seed
 from .tensor.train import grad_update, sgd_update
 
@@ -77,6 +91,8 @@ if TYPE_CHECKING:
     from . import nn, testing
 
 range = range_  # OCANNL's `range`; the builtin stays reachable as builtins.range
+abs = abs_  # elementwise; the builtins stay reachable as builtins.abs / builtins.round
+round = round_
 
 op = _make_decorator("op", "ocannl_ast.tensor.dsl")
 cd = _make_decorator("cd", "ocannl_ast.tensor.dsl")
@@ -140,6 +156,19 @@ def render(code: Any, *, backend: str = "c", precision: str = "float32") -> str:
 
 
 __all__ = [
+    "abs",
+    "advance_steps",
+    "clamp",
+    "exp2",
+    "floor",
+    "fma",
+    "log2",
+    "mod",
+    "recip_sqrt",
+    "relu_gate",
+    "round",
+    "sigmoid",
+    "sign",
     "ArgumentError",
     "BackendError",
     "CheckpointError",

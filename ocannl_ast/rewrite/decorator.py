@@ -82,6 +82,9 @@ class _DialectGlobals(dict[str, Any]):
         try:
             return self._module_globals[key]
         except KeyError:
+            functions = getattr(self[OC], "dialect_functions", None)
+            if functions is not None and key in functions:
+                return functions[key]  # sqrt, where, sign, ...: no import needed
             b = self["__builtins__"]
             if key in (b if isinstance(b, dict) else vars(b)):
                 raise  # the interpreter reads the builtin

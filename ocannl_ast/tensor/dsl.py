@@ -119,3 +119,26 @@ grad_of = builders.grad_of
 value_of = builders.value_of
 
 
+def _dialect_functions() -> dict[str, Callable[..., Any]]:
+    import builtins
+
+    from .ops import elementwise as ew
+    from .ops import pointwise as pw
+
+    table: dict[str, Callable[..., Any]] = {
+        name: getattr(pw, name) for name in (
+            "relu", "relu_gate", "exp", "log", "tanh", "sin", "cos", "sqrt", "recip", "neg",
+            "lt", "le", "eq", "ne", "where", "stop_gradient")}
+    table.update({name: getattr(ew, name) for name in (
+        "sign", "floor", "sigmoid", "clamp", "mod", "exp2", "log2", "recip_sqrt", "fma")})
+    table["abs"] = ew.dual(builtins.abs, ew.abs_)
+    table["round"] = ew.dual(builtins.round, ew.round_)
+    return table
+
+
+#: The dialect's functions, usable anywhere in an @op/@cd body (op_asn and grad_asn
+#: included) without an import: a name the body, its module and its closure leave unbound
+#: is looked up here before the builtins (`rewrite.decorator`). `abs` and `round` act
+#: elementwise on tensors and as the builtins on Python values.
+dialect_functions: dict[str, Callable[..., Any]] = _dialect_functions()
+
