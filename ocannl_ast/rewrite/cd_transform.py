@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ocannl_ast.rewrite import build, cd_rhs, cd_state, named_index
+from ocannl_ast.rewrite import build, cd_rhs, cd_state, dead_rebind, named_index
 from ocannl_ast.rewrite.cd_rhs import Keywords
 from ocannl_ast.rewrite.contract import ACCUM_KWARGS, ACCUM_OPS, CODE, REDUCER_ACCUM
 from ocannl_ast.rewrite.declarations import Declaration, Field, parse_declaration
@@ -49,6 +49,7 @@ class CdTransformer(DialectTransformer):
             self.root, self.params, set(self.bound))
         self.loops: list[tuple[int, list[str]]] = []  # (id(loop), target names), top scope
         self.loop_decls: list[Declaration] = []  # declared in a loop: one node per iteration
+        self.dead = dead_rebind.dead_rebindings(self.root, loc)  # `p = p - e`, never read
 
     # -- loops: a declaration inside one is created in place, once per iteration ---------
     def _enter_loop(self, node: cst.For | cst.While, names: list[str]) -> None:
@@ -212,6 +213,10 @@ class CdTransformer(DialectTransformer):
     ) -> cst.BaseSmallStatement:
         tensor = [self._classify(t.target) for t in original_node.targets]
         if not any(tensor):
+            if id(original_node) in self.dead:  # warns when the value is a tensor
+                name = cst.ensure_type(original_node.targets[0].target, cst.Name).value
+                value = build.oc_call("rebound", [updated_node.value, build.string(name)])
+                return updated_node.with_changes(value=value)
             return updated_node
         if len(tensor) > 1:
             raise self.loc.error(

@@ -6,6 +6,7 @@ Input: calls from rewritten function bodies. Output: Tensors (@op) and Code (@cd
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -13,7 +14,7 @@ from .. import naming
 from ..errors import DslSyntaxError, OcannlError, Span, SpecError, at, user_span
 from ..infer.spec_scope import substitute
 from . import builders, leaves, ops
-from .node import Code, Init, Tensor
+from .node import Code, Init, NodeRef, Tensor
 
 _FIELDS = ("output_dims", "input_dims", "batch_dims")
 
@@ -117,6 +118,21 @@ def prim(name: str, *args: Any) -> builders.PrimCall:
 
 grad_of = builders.grad_of
 value_of = builders.value_of
+
+
+def rebound(value: Any, name: str, *, span: Span | None = None) -> Any:
+    """`name = value` in a @cd body, where nothing reads `name` afterwards: a tensor value
+    is an update that never happens, warned at the user's line."""
+    if isinstance(value, Tensor | NodeRef | builders.PrimCall):
+        message = (f"`{name} = ...` rebinds the Python name `{name}` to a new tensor "
+                   "expression that nothing reads afterwards: it updates no tensor. Write "
+                   f"`{name} -= ...` / `{name} += ...` or `{name}[...] = ...` to assign into "
+                   f"the tensor `{name}`")
+        if span is not None:
+            warnings.warn_explicit(message, UserWarning, span.file, span.line)
+        else:
+            warnings.warn(message, UserWarning, stacklevel=2)
+    return value
 
 
 def _dialect_functions() -> dict[str, Callable[..., Any]]:

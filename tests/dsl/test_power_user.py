@@ -362,3 +362,86 @@ def test_check_grads_failure_names_the_op() -> None:
     cube = oc.unary_op(cube_op, cube_wrong_grad, name="my_cube")
     with pytest.raises(AssertionError, match=r"operation\(s\) 'my_cube'"):
         oc.testing.check_grads(lambda a: oc.einsum("i=>0", cube(a)), [X])
+
+
+# ---- item 6: a dead rebinding of a tensor warns at the user's line --------------------------
+
+def test_dead_rebinding_of_a_tensor_warns_at_its_line(tmp_path: Path) -> None:
+    mod = _module(tmp_path, """
+    @oc.cd
+    def forgetful(params, lr):
+        for p in params:
+            p = p - lr * p.grad
+
+    @oc.cd
+    def careful(p, lr, steps):
+        k = steps
+        k = k + 1
+        g = p.grad
+        p -= lr * k * g
+    """, "rebinds")
+    p = oc.param("dead_p", init=np.array([1.0, 2.0]))
+    with pytest.warns(UserWarning, match="rebinds the Python name `p`.*updates no tensor") as rec:
+        mod.forgetful([p], 0.1)
+    assert [(Path(w.filename).name, w.lineno) for w in rec] == [("rebinds.py", 6)]
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        mod.careful(p, 0.1, 3)  # `k` is rebound to a Python number, `g` is read: no warning
+
+
+# ---- item 10: error polish -------------------------------------------------------------------
+
+def test_unknown_name_hints_reducers_only_for_reducer_like_names(tmp_path: Path) -> None:
+    mod = _module(tmp_path, """
+    @oc.cd
+    def uses_mean(v, x):
+        v[...] = mean(x)
+
+    @oc.cd
+    def uses_typo(v, x):
+        v[...] = x * sqrtt(x)
+
+    @oc.cd
+    def reads_undeclared(v, x):
+        v[...] = x * velocity
+    """, "hints")
+    x, v = oc.ndarray([1.0, 4.0]), oc.node("hint_v", output_dims=[2])
+    with pytest.raises(oc.DslSyntaxError, match="reducers of a whole right-hand side"):
+        mod.uses_mean(v, x)
+    with pytest.raises(oc.DslSyntaxError) as info:
+        mod.uses_typo(v, x)
+    assert "did you mean sqrt?" in info.value.message and "reducer" not in info.value.message
+    assert info.value.span is not None and info.value.span.line == 9
+    with pytest.raises(oc.DslSyntaxError) as info:
+        mod.reads_undeclared(v, x)
+    assert "{velocity}[...] = e" in info.value.message and "reducer" not in info.value.message
+
+
+def test_caret_on_the_decorator_line_when_op_is_not_innermost(tmp_path: Path) -> None:
+    src = """
+    import functools
+
+    def logged(fn):
+        @functools.wraps(fn)
+        def wrapper(*args):
+            return fn(*args)
+        return wrapper
+
+    @oc.op
+    @logged
+    def layer(x):
+        return x
+    """
+    with pytest.raises(oc.DslSyntaxError) as info:
+        _module(tmp_path, src, "deco_order")
+    e = info.value
+    assert e.span is not None and e.span.line == 11, e  # the `@oc.op` line
+    assert "innermost" in e.message and "move @oc.op below" in e.message
+    assert "@oc.op" in str(e)
+
+
+def test_logic_typo_says_expected_arrow() -> None:
+    with pytest.raises(oc.SpecError, match="expected '=>'"):
+        oc.einsum("ik;kj=ij", oc.ndarray([[1.0, 2.0]]), oc.ndarray([[1.0], [2.0]]))

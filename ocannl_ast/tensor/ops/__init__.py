@@ -7,6 +7,7 @@ ones (`unary_op`, `binary_op`). Input: tensors, numbers. Output: result Tensors.
 from __future__ import annotations
 
 from .base import alias, apply, lift, make_op
+from .contraction import concat, einsum, einsum_max, matmul
 from .custom import binary_op, unary_op
 from .elementwise import (
     abs_,
@@ -21,7 +22,6 @@ from .elementwise import (
     sigmoid,
     sign,
 )
-from .contraction import concat, einsum, einsum_max, matmul
 from .movement import batch_slice, range_, static_index, transpose
 from .pointwise import (
     add,
@@ -49,11 +49,52 @@ from .pointwise import (
 from .stacking import block_literal, stack
 
 __all__ = [
-    "abs_", "clamp", "exp2", "floor", "fma", "log2", "mod", "recip_sqrt", "round_", "sigmoid",
+    "abs_",
+    "add",
+    "alias",
+    "apply",
+    "batch_slice",
+    "binary_op",
+    "block_literal",
+    "clamp",
+    "concat",
+    "cos",
+    "div",
+    "einsum",
+    "einsum_max",
+    "eq",
+    "exp",
+    "exp2",
+    "floor",
+    "fma",
+    "le",
+    "lift",
+    "log",
+    "log2",
+    "lt",
+    "make_op",
+    "matmul",
+    "mod",
+    "mul",
+    "ne",
+    "neg",
+    "pow_",
+    "range_",
+    "recip",
+    "recip_sqrt",
+    "relu",
+    "relu_gate",
+    "round_",
+    "sigmoid",
     "sign",
-    "add", "alias", "apply", "batch_slice", "binary_op", "block_literal", "concat", "cos",
-    "div", "einsum", "einsum_max", "eq", "exp", "le", "lift", "log", "lt", "make_op",
-    "matmul", "mul", "ne", "neg", "pow_", "range_", "recip", "relu", "relu_gate", "sin",
-    "sqrt", "stack", "static_index", "stop_gradient", "sub", "tanh", "transpose",
-    "unary_op", "where",
+    "sin",
+    "sqrt",
+    "stack",
+    "static_index",
+    "stop_gradient",
+    "sub",
+    "tanh",
+    "transpose",
+    "unary_op",
+    "where",
 ]
