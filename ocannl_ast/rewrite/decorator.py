@@ -14,7 +14,7 @@ import difflib
 import functools
 import importlib
 import types
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal, TypeVar
 
 from ocannl_ast import config
@@ -84,6 +84,8 @@ class _DialectGlobals(dict[str, Any]):
             return self._module_globals[key]
         except KeyError:
             functions = getattr(self[OC], "dialect_functions", None)
+            if not isinstance(functions, Mapping):
+                functions = None
             if functions is not None and key in functions:
                 return functions[key]  # sqrt, where, sign, ...: no import needed
             b = self["__builtins__"]
