@@ -57,6 +57,19 @@ from .tensor.ops import (
     unary_op,
     where,
 )
+from .tensor.ops.elementwise import (
+    abs_,
+    clamp,
+    exp2,
+    floor,
+    fma,
+    log2,
+    mod,
+    recip_sqrt,
+    round_,
+    sigmoid,
+    sign,
+)
 from .tensor.ops.fetch import (
     constant_fill,
     embed_dim,
@@ -65,12 +78,13 @@ from .tensor.ops.fetch import (
     range_over_offsets,
 )
 from .tensor.ops.movement import range_
+from .tensor.ops.pointwise import relu_gate
 from .tensor.pipeline import Options as _Options
 from .tensor.pipeline import close_tensors as _close_tensors
 from .tensor.pipeline import render as _render
 from .tensor.report import summary
 from .tensor.routine import Routine
-from .tensor.schedules import lr_constant, lr_cosine, lr_warmup, step_counter
+from .tensor.schedules import advance_steps, lr_constant, lr_cosine, lr_warmup, step_counter
 from .tensor.seed import set_seed
 from .tensor.train import grad_update, sgd_update
 
@@ -78,6 +92,8 @@ if TYPE_CHECKING:
     from . import init, nn, testing
 
 range = range_  # OCANNL's `range`; the builtin stays reachable as builtins.range
+abs = abs_  # elementwise; the builtins stay reachable as builtins.abs / builtins.round
+round = round_
 
 op = _make_decorator("op", "ocannl_ast.tensor.dsl")
 cd = _make_decorator("cd", "ocannl_ast.tensor.dsl")
@@ -155,12 +171,15 @@ __all__ = [
     "ShapeError",
     "SpecError",
     "Tensor",
+    "abs",
     "adam_update",
+    "advance_steps",
     "batch",
     "batch_slice",
     "binary_op",
     "block_literal",
     "cd",
+    "clamp",
     "concat",
     "constant_fill",
     "cos",
@@ -173,15 +192,20 @@ __all__ = [
     "eq",
     "eval",
     "exp",
+    "exp2",
+    "floor",
+    "fma",
     "grad_update",
     "infer_shapes",
     "init",
     "le",
     "log",
+    "log2",
     "lr_constant",
     "lr_cosine",
     "lr_warmup",
     "lt",
+    "mod",
     "ndarray",
     "ne",
     "neg",
@@ -194,10 +218,15 @@ __all__ = [
     "range",
     "range_over_offsets",
     "recip",
+    "recip_sqrt",
     "relu",
+    "relu_gate",
     "render",
+    "round",
     "set_seed",
     "sgd_update",
+    "sigmoid",
+    "sign",
     "sin",
     "sqrt",
     "stack",

@@ -51,7 +51,7 @@ def check_grads(fn: Callable[..., Tensor], inputs: Sequence[Any], *, eps: float 
         analytic = (ctx.get(p.grad).reshape(a.shape) if p.id in reached
                     else np.zeros(a.shape))
         numeric = _numeric_grad(ctx, fwd, loss, p, a, eps)
-        _compare(i, a.shape, analytic, numeric, rtol, atol)
+        _compare(i, a.shape, analytic, numeric, rtol, atol, _ops_from(loss, p))
 
 
 def _check_args(fn: Any, inputs: Any, eps: Any, rtol: Any, atol: Any) -> list[np.ndarray]:
@@ -119,8 +119,21 @@ def _numeric_grad(ctx: Context, fwd: Any, loss: Tensor, p: Tensor, a: np.ndarray
     return out
 
 
+def _ops_from(loss: Tensor, p: Tensor) -> list[str]:
+    """The names of the operations between input `p` and the loss, from the input side,
+    each once (`cube`, then `einsum`): where a wrong gradient function can be."""
+    depends = {p.id}
+    names: list[str] = []
+    for t in loss.subgraph():  # creation order: operands before their results
+        if t.op is not None and any(o.id in depends for o in t.operands):
+            depends.add(t.id)
+            if t.op.name not in names:
+                names.append(t.op.name)
+    return names
+
+
 def _compare(i: int, shape: tuple[int, ...], analytic: np.ndarray, numeric: np.ndarray,
-             rtol: float, atol: float) -> None:
+             rtol: float, atol: float, ops: Sequence[str] = ()) -> None:
     """AssertionError naming the input and its worst cell when a cell is out of tolerance."""
     excess = np.abs(analytic - numeric) - (atol + rtol * np.abs(numeric))
     bad = ~(excess <= 0)  # NaN counts as a failure
@@ -132,7 +145,9 @@ def _compare(i: int, shape: tuple[int, ...], analytic: np.ndarray, numeric: np.n
         f"check_grads: gradient of input {i} (shape {shape}) differs from float64 central "
         f"differences in {int(bad.sum())} of {bad.size} cells; worst cell {tuple(map(int, worst))}"
         f": analytic {float(analytic[worst]):.8g}, numeric {float(numeric[worst]):.8g} "
-        f"(rtol={rtol}, atol={atol})")
+        f"(rtol={rtol}, atol={atol}); the gradient flows through the operation(s) "
+        f"{', '.join(repr(n) for n in ops) or '(none)'}, from the input's side: check their "
+        "grad_asn")
 
 
 def _norm(spec: str) -> str:

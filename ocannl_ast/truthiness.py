@@ -38,9 +38,8 @@ def truth_value_error(what: str, hint: str | None = None) -> ArgumentError:
 
 
 def abs_error(what: str) -> ArgumentError:
-    """The located error of `abs(x)` on a symbolic value: the vocabulary has no
-    absolute-value primitive."""
+    """The located error of the builtin `abs(x)` on a symbolic value outside @op/@cd
+    bodies (inside them `abs` is the elementwise `oc.abs`)."""
     return ArgumentError(
-        f"abs() of {what}: there is no absolute-value primitive; write "
-        "oc.where(oc.lt(x, 0.0), -x, x) (or oc.relu(x) + oc.relu(-x); in @cd, "
-        "`v[...] = max(x, -x)` as a whole right-hand side)", user_span())
+        f"abs() of {what}: the builtin abs cannot act elementwise here; write oc.abs(x) (in "
+        "an @op/@cd body `abs(x)` is oc.abs)", user_span())

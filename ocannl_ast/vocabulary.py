@@ -28,6 +28,8 @@ class UnOp(enum.Enum):
     RECIP_SQRT = "recip_sqrt"  # 1 / sqrt(x)
     NOT = "not"  # 1 if x == 0 else 0
     SIGN = "sign"  # -1, 0 or 1
+    FLOOR = "floor"  # the largest integer <= x
+    ROUND = "round"  # the nearest integer, halves to even (np.round, C rint)
 
 
 class BinOp(enum.Enum):
@@ -48,6 +50,7 @@ class BinOp(enum.Enum):
     SAT01_GATE = "sat01_gate"  # b if 0 < a < 1 else 0 (the derivative gate of sat01)
     OR = "or"  # 1 if a != 0 or b != 0 else 0
     AND = "and"  # 1 if a != 0 and b != 0 else 0
+    MOD = "mod"  # a - floor(a / b) * b, computed as np.mod: the sign of b (NaN for b == 0)
     #: Threefry-4x32-20 (OCANNL `^^^^`): key a, counter b, both uint4x32 (a float operand is
     #: converted: its integer value in words 0-1); the result is a uint4x32 word
     THREEFRY4X32 = "threefry4x32"
@@ -68,13 +71,13 @@ class VecUnOp(enum.Enum):
 Prim = UnOp | BinOp | TernOp
 
 #: @cd spellings of the primitives (OCANNL's `unop_cd_syntax` / `binop_cd_fallback_syntax`;
-#: `or_`/`and_` keep OCANNL's trailing underscore). Not here: OCANNL's `mod_` (its float
-#: modulo sign convention is not pinned down). `threefry4x32` is OCANNL's `^^^^`.
+#: `or_`/`and_`/`mod_` keep OCANNL's trailing underscore; `mod_` follows NumPy's `np.mod`:
+#: the result takes the divisor's sign). `threefry4x32` is OCANNL's `^^^^`.
 UNARY: dict[str, UnOp] = {op.value: op for op in UnOp}
 BINARY: dict[str, BinOp] = {
     **{op.value: op for op in BinOp if op not in (BinOp.ARG1, BinOp.ARG2, BinOp.OR, BinOp.AND)},
     "fst": BinOp.ARG1, "snd": BinOp.ARG2, "arg1": BinOp.ARG1, "arg2": BinOp.ARG2,
-    "or_": BinOp.OR, "and_": BinOp.AND,
+    "or_": BinOp.OR, "and_": BinOp.AND, "mod_": BinOp.MOD,
 }
 TERNARY: dict[str, TernOp] = {op.value: op for op in TernOp}
 #: Every primitive spelling; the arity follows from the enum of its value.
@@ -83,9 +86,7 @@ PRIMS: dict[str, Prim] = {**UNARY, **BINARY, **TERNARY}
 
 #: OCANNL primitives this library does not build yet, and why (a located DslSyntaxError at
 #: decoration time names the reason).
-UNSUPPORTED: dict[str, str] = {
-    "mod_": "its floating-point modulo convention is not pinned down yet",
-}
+UNSUPPORTED: dict[str, str] = {}
 
 
 def arity(op: Prim) -> int:

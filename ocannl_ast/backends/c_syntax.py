@@ -69,6 +69,8 @@ OPS: dict[UnOp | BinOp | TernOp, Spelling] = {
     UnOp.EXP2: Spelling("exp2{libm}({0})"),
     UnOp.LOG2: Spelling("log2{libm}({0})"),
     UnOp.RECIP_SQRT: Spelling("({one} / sqrt{libm}({0}))"),
+    UnOp.FLOOR: Spelling("floor{libm}({0})"),
+    UnOp.ROUND: Spelling("rint{libm}({0})"),  # halves to even in the default rounding mode
     BinOp.ADD: Spelling("({0} + {1})"),
     BinOp.SUB: Spelling("({0} - {1})"),
     BinOp.MUL: Spelling("({0} * {1})"),
@@ -86,6 +88,7 @@ OPS: dict[UnOp | BinOp | TernOp, Spelling] = {
     BinOp.SAT01_GATE: Spelling("ocannl_sat01_gate_{suffix}({0}, {1})", "sat01_gate"),
     BinOp.OR: Spelling("(({type})(({0} != {zero}) | ({1} != {zero})))"),  # no short-circuit branch
     BinOp.AND: Spelling("(({type})(({0} != {zero}) & ({1} != {zero})))"),
+    BinOp.MOD: Spelling("ocannl_mod_{suffix}({0}, {1})", "mod"),
     BinOp.THREEFRY4X32: Spelling("ocannl_threefry4x32({0}, {1})", "threefry4x32"),
     TernOp.WHERE: Spelling("ocannl_select_{suffix}({0} != {zero}, {1}, {2})", "select"),
     TernOp.FMA: Spelling("fma{libm}({0}, {1}, {2})"),
@@ -120,11 +123,17 @@ HELPERS: dict[str, str] = {
     "ocannl_select_{suffix}(x > {one}, {one}, x)); }}",  # NaN compares false both ways: stays NaN
     "sat01_gate": "{qualifier} {type} ocannl_sat01_gate_{suffix}({type} a, {type} b) "
     "{{ return ocannl_select_{suffix}((a > {zero}) & (a < {one}), b, {zero}); }}",
+    # np.mod: fmod, moved to the divisor's sign when they differ; a zero takes b's sign
+    "mod": "{qualifier} {type} ocannl_mod_{suffix}({type} a, {type} b) {{\n"
+    "  {type} r = fmod{libm}(a, b);\n"
+    "  {type} s = ocannl_select_{suffix}((r != {zero}) & ((r < {zero}) != (b < {zero})), r + b, r);\n"
+    "  return ocannl_select_{suffix}(r == {zero}, copysign{libm}({zero}, b), s);\n}}",
 }
 HELPERS.update(c_uint4x32.HELPERS)
 HELPER_DEPS: dict[str, tuple[str, ...]] = {"max": ("select",), "min": ("select",),
                                             "sign": ("select",), "sat01": ("select",),
-                                            "sat01_gate": ("select",), **c_uint4x32.DEPS}
+                                            "sat01_gate": ("select",), "mod": ("select",),
+                                            **c_uint4x32.DEPS}
 
 C_KEYWORDS = frozenset((
     "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else",

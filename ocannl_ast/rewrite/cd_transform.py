@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ocannl_ast.rewrite import build, cd_rhs, named_index
+from ocannl_ast.rewrite import build, cd_rhs, cd_state, dead_rebind, named_index
 from ocannl_ast.rewrite.cd_rhs import Keywords
 from ocannl_ast.rewrite.contract import ACCUM_KWARGS, ACCUM_OPS, CODE, REDUCER_ACCUM
+from ocannl_ast.rewrite.declarations import Declaration, Field, parse_declaration
 from ocannl_ast.rewrite.named_index import Reduction
 from ocannl_ast.rewrite.source import Locator, ParsedFunction
 from ocannl_ast.rewrite.transform_base import DialectTransformer
@@ -43,6 +44,66 @@ class CdTransformer(DialectTransformer):
         self.decl_targets: set[int] = set()  # original `{x}` displays in target position
         self.outer_calls: set[int] = set()  # original calls at the top of an assignment RHS
         self.projections = "projections" in self.params
+        # an operation's op_asn/grad_asn (slot parameters) owns no state
+        self.owners = [] if self.projections else cd_state.owner_candidates(
+            self.root, self.params, set(self.bound))
+        self.loops: list[tuple[int, list[str]]] = []  # (id(loop), target names), top scope
+        self.loop_decls: list[Declaration] = []  # declared in a loop: one node per iteration
+        self.dead = dead_rebind.dead_rebindings(self.root, loc)  # `p = p - e`, never read
+
+    # -- loops: a declaration inside one is created in place, once per iteration ---------
+    def _enter_loop(self, node: cst.For | cst.While, names: list[str]) -> None:
+        if self.at_top:
+            self.loops.append((id(node), names))
+
+    def _leave_loop(self, node: cst.For | cst.While) -> None:
+        if self.loops and self.loops[-1][0] == id(node):
+            self.loops.pop()
+
+    def visit_For(self, node: cst.For) -> None:
+        self._enter_loop(node, cd_state.target_names(node.target))
+
+    def visit_While(self, node: cst.While) -> None:
+        self._enter_loop(node, [])
+
+    def leave_For(self, original_node: cst.For, updated_node: cst.For) -> cst.For:
+        self._leave_loop(original_node)
+        return updated_node
+
+    def leave_While(self, original_node: cst.While, updated_node: cst.While) -> cst.While:
+        self._leave_loop(original_node)
+        return updated_node
+
+    def declare(self, original: cst.Set, updated: cst.Set) -> cst.BaseExpression:
+        """A node owned by the loop variables (innermost first), then by the parameters
+        the function updates; inside a loop it is created in place (one per iteration)."""
+        in_loop = bool(self.loops) and self.at_top
+        owners = [n for _, names in reversed(self.loops) for n in names] if in_loop else []
+        owners += [n for n in self.owners if n not in owners]
+        if not in_loop:
+            name = super().declare(original, updated)
+            if owners:
+                decl = self.decls[-1]
+                self.decls[-1] = Declaration(decl.name, decl.builder, (
+                    *decl.fields, Field(*cd_state.owner_field(owners), None)), decl.origin)
+            return name
+        decl = parse_declaration(original, updated, self.kind, self.loc)
+        for prior in (*self.decls, *self.loop_decls):
+            if prior.name == decl.name:
+                line = self.loc.lines(prior.origin)[0]
+                raise self.loc.error(
+                    original, f"`{decl.name}` is declared twice (first declaration: line {line})"
+                )
+        if decl.name in self.params or decl.name in self.bound:
+            raise self.loc.error(
+                original, f"`{decl.name}` is declared inline but is also a parameter or bound "
+                "in the body; rename one")
+        if owners:
+            decl = Declaration(decl.name, decl.builder,
+                               (*decl.fields, Field(*cd_state.owner_field(owners), None)),
+                               decl.origin)
+        self.loop_decls.append(decl)
+        return cd_state.in_place(decl, updated)
 
     # -- prologue, epilogue, returns ---------------------------------------------------
     def prologue(self, line: int) -> list[cst.BaseStatement]:
@@ -93,6 +154,13 @@ class CdTransformer(DialectTransformer):
             self.outer_calls.add(id(call))
             if len(call.args) >= 3:
                 self._mark(call.args[0].value, call.args[2].value)
+
+    def leave_FunctionDef(
+        self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef
+    ) -> cst.FunctionDef:
+        if len(self.scopes) == 1:
+            cd_state.check_loop_reads(self.root, self.loop_decls, self.loc)
+        return super().leave_FunctionDef(original_node, updated_node)
 
     # -- expressions -------------------------------------------------------------------
     def leave_Attribute(
@@ -145,6 +213,10 @@ class CdTransformer(DialectTransformer):
     ) -> cst.BaseSmallStatement:
         tensor = [self._classify(t.target) for t in original_node.targets]
         if not any(tensor):
+            if id(original_node) in self.dead:  # warns when the value is a tensor
+                name = cst.ensure_type(original_node.targets[0].target, cst.Name).value
+                value = build.oc_call("rebound", [updated_node.value, build.string(name)])
+                return updated_node.with_changes(value=value)
             return updated_node
         if len(tensor) > 1:
             raise self.loc.error(

@@ -112,3 +112,7 @@ class Builders(Protocol):
 
     def value_of(self, tensor: Any) -> Any:
         """`p.value` in a @cd body."""
+
+    def rebound(self, value: Any, name: str, *, span: Any = None) -> Any:
+        """`name = value` in @cd whose value nothing reads: `value`, after a warning at
+        `span` when it is a tensor expression (the update the user meant is lost)."""

@@ -10,10 +10,11 @@ exceptions become a located DslSyntaxError (`OCANNL_AST_DEBUG=1` re-raises them 
 from __future__ import annotations
 
 import builtins
+import difflib
 import functools
 import importlib
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal, TypeVar
 
 from ocannl_ast import config
@@ -82,21 +83,45 @@ class _DialectGlobals(dict[str, Any]):
         try:
             return self._module_globals[key]
         except KeyError:
+            functions = getattr(self[OC], "dialect_functions", None)
+            if not isinstance(functions, Mapping):
+                functions = None
+            if functions is not None and key in functions:
+                return functions[key]  # sqrt, where, sign, ...: no import needed
             b = self["__builtins__"]
             if key in (b if isinstance(b, dict) else vars(b)):
                 raise  # the interpreter reads the builtin
-            raise undefined_name(key, self._kind) from None
+            known = [*self._module_globals, *(functions or ()),
+                     *(b if isinstance(b, dict) else vars(b))]
+            raise undefined_name(key, self._kind, known) from None
 
 
-def undefined_name(name: str, kind: str) -> DslSyntaxError:
-    """The located error for a name that neither the body, the module nor builtins define
-    (e.g. an unknown reducer such as `mean(...)`), naming what the dialect offers."""
-    if kind == "cd":
-        hint = ("the @cd reducers of a whole right-hand side are " + ", ".join(REDUCER_ACCUM)
-                + " (`v[...] = sum(e)`; named: `y[i] = sum[j](x[i, j])`)")
+#: Names users reach for when they mean a reduction (the hint about the dialect's reducers
+#: is given for these only).
+REDUCER_LIKE = frozenset({
+    "mean", "avg", "average", "std", "var", "variance", "logsumexp", "argmax", "argmin",
+    "norm", "amax", "amin", "reduce", "cumsum", "cumprod", "total", "sum_", "prod_", "max_",
+    "min_", "reduce_sum", "reduce_mean", "reduce_max", "reduce_min",
+})
+
+
+def undefined_name(name: str, kind: str, known: Iterable[str] = ()) -> DslSyntaxError:
+    """The located error for a name that neither the body, the module, the dialect's
+    functions nor builtins define: for a reducer-like name (`mean`), the reducers the dialect
+    has; otherwise close spellings among `known` names, and how state is declared."""
+    if name in REDUCER_LIKE:
+        if kind == "cd":
+            hint = ("the @cd reducers of a whole right-hand side are " + ", ".join(REDUCER_ACCUM)
+                    + " (`v[...] = sum(e)`; named: `y[i] = sum[j](x[i, j])`)")
+        else:
+            hint = ("@op reduces with oc.einsum / oc.einsum_max specs or named indices "
+                    "(`y[i] = sum[j](x[i, j])`, also max[j])")
     else:
-        hint = ("@op reduces with oc.einsum / oc.einsum_max specs or named indices "
-                "(`y[i] = sum[j](x[i, j])`, also max[j])")
+        close = difflib.get_close_matches(name, sorted(set(known)), n=3, cutoff=0.75)
+        hint = f"did you mean {' or '.join(close)}? " if close else ""
+        hint += (f"if it is a node of this function, declare it where it is first written, "
+                 f"`{{{name}}}[...] = e`, before any read" if kind == "cd" else
+                 f"if it is a parameter of this function, declare it inline: `{{{name}}}`")
     return DslSyntaxError(f"name '{name}' is not defined in this @{kind} function; {hint}",
                           user_span())
 

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ocannl_ast.errors import DslSyntaxError, Span
+from ocannl_ast.errors import DslSyntaxError, Span, user_span
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -56,17 +56,27 @@ def unreadable(fn: object, why: str) -> DslSyntaxError:
     return DslSyntaxError(why, span)
 
 
+def _at_decorator(why: str) -> DslSyntaxError:
+    """A DslSyntaxError located where the user applies the decorator (its `@` line: the
+    frame applying a decorator stands on it), for an object that is no plain function."""
+    return DslSyntaxError(why, user_span())
+
+
 def check_function(fn: object, decorator: str) -> types.FunctionType:
     """`fn` itself when it is a plain `def` function the decorator can rewrite."""
     name = getattr(fn, "__qualname__", repr(fn))
+    innermost = (f"@{decorator} must be the innermost decorator of {name} (closest to def): "
+                 f"move @oc.{decorator} below the other decorators")
     if not isinstance(fn, types.FunctionType):
-        raise unreadable(fn, f"@{decorator} applies to a function defined with def; got {name}")
+        why = f"@{decorator} applies to a function defined with def; got {name}"
+        if hasattr(fn, "__wrapped__"):  # another decorator's wrapper, or a staticmethod
+            why += (f" wrapping one: @{decorator} must be the innermost decorator (closest to "
+                    f"def): move @oc.{decorator} below the other decorators")
+        raise _at_decorator(why)
     if fn.__name__ == "<lambda>":
         raise unreadable(fn, f"@{decorator} cannot rewrite a lambda: define it with def")
     if hasattr(fn, "__wrapped__"):
-        raise unreadable(
-            fn, f"@{decorator} must be the innermost decorator of {name} (closest to def)"
-        )
+        raise _at_decorator(innermost)
     return fn
 
 

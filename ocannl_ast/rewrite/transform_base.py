@@ -38,7 +38,7 @@ OriginTable = dict[int, tuple[cst.CSTNode, tuple[int, int, int, int]]]
 #: Builders whose errors point at the statement that called them: each call gets the
 #: user's span explicitly, `span=__oc_spans__[k]` (a per-function table bound at decoration).
 #: (Declarations `{w, o := [h]}` keep the frame position, which points at the bad field.)
-SPANNED_BUILDERS = frozenset({"accum", "einsum", "einsum_max", "concat"})
+SPANNED_BUILDERS = frozenset({"accum", "einsum", "einsum_max", "concat", "rebound"})
 
 
 class _AddSpan(cst.CSTTransformer):
@@ -159,7 +159,7 @@ class DialectTransformer(cst.CSTTransformer):
         return updated_node.with_changes(value=wrapped)
 
     # -- declarations ------------------------------------------------------------------
-    def declare(self, original: cst.Set, updated: cst.Set) -> cst.Name:
+    def declare(self, original: cst.Set, updated: cst.Set) -> cst.BaseExpression:
         """Register an inline declaration; the display becomes its name."""
         decl = parse_declaration(original, updated, self.kind, self.loc)
         for prior in self.decls:

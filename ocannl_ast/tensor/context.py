@@ -19,7 +19,7 @@ from ..errors import ArgumentError, BackendError, RuntimeDataError, user_span
 from ..infer.padding import Margins
 from ..lowering import assignments as A
 from ..lowering.loop_ir import Buffer, LoopProgram, Precision, cell_elems
-from . import checkpoint, id_checks, pipeline, validate
+from . import checkpoint, id_checks, pipeline, schedules, validate
 from .escape import user_held
 from .initialization import init_order, init_plan
 from .node import Code, NodeKind, NodeRef, OpRecord, Tensor, buffer_id, concat, node_owner
@@ -206,6 +206,7 @@ class Context:
                  keep: Sequence[Tensor | NodeRef] = ()) -> Routine:
         with self.lock:
             code = as_code(code)
+            code = code + schedules.pending_advances(code)  # a schedule read by an update
             self.escaping.update(_buffer_id(_ref_of(k)) for k in keep)
             held = frozenset(user_held())
             routine = Routine(self, code, name, held, content_named=content_named)

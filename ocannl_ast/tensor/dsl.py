@@ -6,6 +6,7 @@ Input: calls from rewritten function bodies. Output: Tensors (@op) and Code (@cd
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -13,7 +14,7 @@ from .. import naming
 from ..errors import DslSyntaxError, OcannlError, Span, SpecError, at, user_span
 from ..infer.spec_scope import substitute
 from . import builders, leaves, ops
-from .node import Code, Tensor
+from .node import Code, Init, NodeRef, Tensor
 
 _FIELDS = ("output_dims", "input_dims", "batch_dims")
 
@@ -30,15 +31,22 @@ def param(name: str, *, span: Span | None = None, **fields: Any) -> Tensor:
         return leaves.param(name, init=init, **dims)
 
 
-def node(name: str, *, span: Span | None = None, **fields: Any) -> Tensor:
-    """@cd `{x}[...] = ...`: a persistent non-differentiable node."""
+def node(name: str, *, span: Span | None = None, owner: tuple[Any, ...] = (),
+         **fields: Any) -> Tensor:
+    """@cd `{x}[...] = ...`: a persistent non-differentiable node. `owner` lists the
+    values of the names that may own it (loop variables, then the parameters the function
+    updates): the first parameter tensor among them names it, `"<p.name>/<name>"`."""
     with at(span):
         slot = fields.pop("slot", None)
         dims = {k: fields.pop(k) for k in _FIELDS if k in fields}
         if fields:
             raise DslSyntaxError(f"inline node '{name}': unknown field(s) "
                                  f"{', '.join(sorted(fields))}", user_span())
-        return leaves.node(name, slot=slot, **dims)
+        p = next((o for o in owner if isinstance(o, Tensor) and o.init is Init.PARAM), None)
+        if p is None:
+            return leaves.node(name, slot=slot, **dims)
+        with naming.state_of(p.name):
+            return leaves.node(name, slot=slot, **dims)
 
 
 def spec_scope(text: str, thunks: Mapping[str, Callable[[], object]]) -> str:
@@ -111,4 +119,42 @@ def prim(name: str, *args: Any) -> builders.PrimCall:
 grad_of = builders.grad_of
 value_of = builders.value_of
 
+
+def rebound(value: Any, name: str, *, span: Span | None = None) -> Any:
+    """`name = value` in a @cd body, where nothing reads `name` afterwards: a tensor value
+    is an update that never happens, warned at the user's line."""
+    if isinstance(value, Tensor | NodeRef | builders.PrimCall):
+        message = (f"`{name} = ...` rebinds the Python name `{name}` to a new tensor "
+                   "expression that nothing reads afterwards: it updates no tensor. Write "
+                   f"`{name} -= ...` / `{name} += ...` or `{name}[...] = ...` to assign into "
+                   f"the tensor `{name}`")
+        if span is not None:
+            warnings.warn_explicit(message, UserWarning, span.file, span.line)
+        else:
+            warnings.warn(message, UserWarning, stacklevel=2)
+    return value
+
+
+def _dialect_functions() -> dict[str, Callable[..., Any]]:
+    import builtins
+
+    from .ops import elementwise as ew
+    from .ops import pointwise as pw
+
+    table: dict[str, Callable[..., Any]] = {
+        name: getattr(pw, name) for name in (
+            "relu", "relu_gate", "exp", "log", "tanh", "sin", "cos", "sqrt", "recip", "neg",
+            "lt", "le", "eq", "ne", "where", "stop_gradient")}
+    table.update({name: getattr(ew, name) for name in (
+        "sign", "floor", "sigmoid", "clamp", "mod", "exp2", "log2", "recip_sqrt", "fma")})
+    table["abs"] = ew.dual(builtins.abs, ew.abs_)
+    table["round"] = ew.dual(builtins.round, ew.round_)
+    return table
+
+
+#: The dialect's functions, usable anywhere in an @op/@cd body (op_asn and grad_asn
+#: included) without an import: a name the body, its module and its closure leave unbound
+#: is looked up here before the builtins (`rewrite.decorator`). `abs` and `round` act
+#: elementwise on tensors and as the builtins on Python values.
+dialect_functions: dict[str, Callable[..., Any]] = _dialect_functions()
 

@@ -10,6 +10,12 @@ A schedule is an ordinary tensor expression of its counter: `adam_update(loss,
 learning_rate=oc.lr_cosine(0.01, 1000))` computes the rate in the routine from the step.
 Counters are float cells: exact up to 2**24 steps in float32.
 
+A user's own optimizer (a @cd function reading a schedule) gets the same behaviour: a
+routine whose code updates a parameter and reads step counters it never increments is
+compiled with `counter += 1` appended for each of them (`pending_advances`), so a schedule
+advances once per run of that routine. `advance_steps(lr, loss)` gives the increments
+explicitly (a routine that writes a counter itself is left as written).
+
 Input: numbers. Output: one-cell Tensors (the schedules), Code (the counter increments).
 """
 
@@ -24,7 +30,7 @@ from ..errors import ArgumentError
 from ..rewrite import make_decorator
 from . import validate
 from .leaves import node, number
-from .node import Code, Tensor, concat
+from .node import AccumItem, Code, Init, NodeKind, Tensor, concat
 from .ops import add, cos, mul, relu, sub
 
 cd = make_decorator("cd", "ocannl_ast.tensor.dsl")
@@ -71,6 +77,39 @@ def advance_one(counter):
 def advance(counters: Iterable[Tensor]) -> Code:
     """The code that increments each counter once."""
     return concat(advance_one(c) for c in counters)
+
+
+def advance_steps(*tensors: Any) -> Code:
+    """The code incrementing, once, every step counter that the graphs of `tensors` read
+    (a schedule such as `oc.lr_cosine`, a loss with dropout). End a custom optimizer's
+    code with it: ``ctx.compile([oc.grad_update(loss), my_opt(ps, lr),
+    oc.advance_steps(lr, loss)])``. Without it, compiling a routine that updates a
+    parameter appends the same increments (see `pending_advances`)."""
+    return advance(counters_of(*tensors))
+
+
+def pending_advances(code: Code) -> Code:
+    """For a routine's code: when it writes a parameter's value (an optimizer step), the
+    increments of the step counters it reads but never writes; otherwise no code. Reading
+    a schedule in an update thus advances it once per run of the routine, as
+    `oc.sgd_update` / `oc.adam_update` do."""
+    updates = False
+    read: dict[int, Tensor] = {}
+    written: set[int] = set()
+    for it in code:
+        if not isinstance(it, AccumItem):
+            continue
+        lhs = it.lhs.tensor
+        if it.lhs.kind is NodeKind.VALUE and lhs.init is Init.PARAM:
+            updates = True
+        if lhs.id in _COUNTERS:
+            written.add(lhs.id)
+        for r in it.rhs:
+            if r.tensor.id in _COUNTERS:
+                read[r.tensor.id] = r.tensor
+    if not updates:
+        return Code()
+    return advance(read[k] for k in sorted(read) if k not in written)
 
 
 def lr_constant(lr: float) -> Tensor:

@@ -1,7 +1,7 @@
 """Building an operation (the op library's core): lift operands, add the result's shape
 constraints, call the op_asn for forward code, attach the grad_asn; fuse pointwise ops
 inside @cd code. Input: name, logic, op_asn / grad_asn, operands. Output: a result Tensor
-(or a fused primitive). Also the custom-op constructors `unary_op` / `binary_op`."""
+(or a fused primitive). The custom-op constructors are in `custom`."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import numpy as np
 
 from ...errors import ShapeError, Span, user_span
 from ...infer.constraints import Origin
-from ...infer.logic import Logic, logic_name, logic_of_string, shape_constraints
+from ...infer.logic import Logic, logic_name, shape_constraints
 from ...infer.shape import Shape
 from .. import validate
 from ..builders import PrimCall, prim
@@ -53,6 +53,12 @@ def apply(name: str, logic: Logic, op_asn: Asn, grad_asn: Asn | None, *xs: Any,
     if fuse and _fusable(xs, current_record.get() is not None):
         return prim(name, *xs)
     return make_op(name, logic, [lift(x) for x in xs], op_asn, grad_asn, span=user_span())
+
+
+def fuses(*xs: Any) -> bool:
+    """Whether a pointwise operation over `xs` fuses into the @cd assignment being built
+    (see `apply`): composite operations then build their primitive tree directly."""
+    return _fusable(xs, current_record.get() is not None)
 
 
 def _fusable(xs: tuple[Any, ...], in_operation: bool) -> bool:
@@ -103,21 +109,3 @@ def alias(ref: NodeRef) -> Tensor:
     t.slot = ref.slot
     t.forward_root = False
     return t
-
-
-def unary_op(op_asn: Asn, grad_asn: Asn | None, *, logic: str = ".",
-             name: str | None = None) -> Callable[[Any], Tensor]:
-    """A differentiable unary operation from a pair of (@cd) assignment functions."""
-    validate.op_builder_args("unary_op", op_asn, grad_asn, logic, name)
-    lg = logic_of_string(logic)
-    nm: str = name or str(getattr(op_asn, "__name__", "unary_op"))
-    return validate.with_arity(nm, 1, lambda *xs: apply(nm, lg, op_asn, grad_asn, *xs))
-
-
-def binary_op(op_asn: Asn, grad_asn: Asn | None, *, logic: str = ".",
-              name: str | None = None) -> Callable[[Any, Any], Tensor]:
-    """A differentiable binary operation from a pair of (@cd) assignment functions."""
-    validate.op_builder_args("binary_op", op_asn, grad_asn, logic, name)
-    lg = logic_of_string(logic)
-    nm: str = name or str(getattr(op_asn, "__name__", "binary_op"))
-    return validate.with_arity(nm, 2, lambda *xs: apply(nm, lg, op_asn, grad_asn, *xs))

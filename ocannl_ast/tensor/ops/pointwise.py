@@ -139,8 +139,14 @@ def _relu_gate_op(v, v1, v2, projections):
     v[...] = relu_gate(v1, v2)
 
 
-relu_gate = _binary("relu_gate", _relu_gate_op, None,
-                    "`g` where `a > 0`, else 0 (the relu derivative gate); fused in @cd code.")
+@cd
+def _relu_gate_grad(g, g2, v1, projections):
+    g2 += relu_gate(v1, g)
+
+
+relu_gate = _binary("relu_gate", _relu_gate_op, _relu_gate_grad,
+                    "`b` where `a > 0`, else 0 (the relu derivative gate); the gradient flows "
+                    "to `b` where the gate is open, none to `a`.")
 
 
 @cd

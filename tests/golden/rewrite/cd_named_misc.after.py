@@ -1,7 +1,7 @@
 # ruff: noqa
 # mypy: ignore-errors
 def misc(y, x, p, n):
-    acc = __oc__.node("acc")
+    acc = __oc__.node("acc", owner=(y, p))
     __oc_code = __oc__.code_collector()
     __oc_code.add(__oc__.accum(y, "=:", __oc__.prim("exp", x), logic="...|...->...,i=>...|...->...,i", span=__oc_spans__[0]))
     __oc_code.add(__oc__.accum(y, "=:", __oc__.prim("neg", x), logic=f"i,{n}=>i,", span=__oc_spans__[1]))
