@@ -156,9 +156,9 @@ def match(source: Path, entries: Entries, tensors: Sequence[Tensor], dtype: np.d
     if by == "order":
         return _by_order(source, entries, tensors, dtype)
     want = {t.name: t for t in tensors}
-    missing = sorted(want.keys() - entries.arrays.keys(),
-                     key=lambda n: (want[n].init is not Init.PARAM, n))
-    extra = sorted(entries.arrays.keys() - want.keys())
+    missing = sorted(want.keys() - entries.arrays.keys(),  # params first, as created
+                     key=lambda n: (want[n].init is not Init.PARAM, want[n].id))
+    extra = sorted(entries.arrays.keys() - want.keys(), key=lambda n: ("/" in n, n))
     if missing or extra:
         raise CheckpointError(_name_mismatch(source, entries, tensors, dtype, missing, extra,
                                              want), user_span())

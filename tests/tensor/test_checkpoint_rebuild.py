@@ -129,3 +129,159 @@ def test_save_at_batch_16_load_at_batch_4_in_a_new_process(tmp_path: Path) -> No
         assert a[f"p{i}"].tobytes() == b[f"p{i}"].tobytes()  # loaded exactly
     assert b["loss"].item() == a["loss"].item(), "same loss on the same data"
     assert np.isfinite(b["after"].item()) and b["after"].item() != b["loss"].item()
+
+
+@oc.op
+def regressor(x):
+    hidden = oc.nn.linear(6)
+    return oc.nn.linear(1)(oc.relu(hidden(x)))
+
+
+X2 = RNG.normal(size=(8, 2))
+T2 = RNG.normal(size=(8, 1))
+
+
+class Build:
+    """One build of a small regression model with its Adam training step."""
+
+    def __init__(self, dims: int = 2) -> None:
+        self.x = oc.term("x", batch_dims=[8], output_dims=[dims])
+        self.t = oc.term("t", batch_dims=[8], output_dims=[1])
+        self.loss = oc.nn.mse(regressor(self.x), self.t)
+        self.params = self.loss.params()
+        self.train = [oc.grad_update(self.loss), oc.adam_update(self.loss, learning_rate=0.05)]
+
+    def context(self) -> tuple[oc.Context, oc.Routine]:
+        ctx = oc.Context()
+        step = ctx.compile(self.train)
+        ctx.set(self.x, X2 if self.x.dims()[-1] == 2 else np.ones((8, self.x.dims()[-1])))
+        ctx.set(self.t, T2)
+        return ctx, step
+
+    def names(self) -> list[str]:
+        return [p.name for p in self.params]
+
+    def values(self, ctx: oc.Context) -> list[bytes]:
+        return [ctx.get(p).tobytes() for p in self.params]
+
+
+def test_rebuilding_in_a_fresh_context_gives_the_same_names(tmp_path: Path) -> None:
+    """Re-running a notebook cell: build, create a context, train, save; then again."""
+    first = Build()
+    ctx1, step1 = first.context()
+    for _ in range(3):
+        step1()
+    ctx1.save(tmp_path / "cell.safetensors")
+    second = Build()  # built after ctx1 was created: a new naming epoch
+    assert second.names() == first.names()
+    assert [n.split(".", 1)[1] for n in first.names()] == \
+        ["linear.w", "linear.b", "linear_1.w", "linear_1.b"]
+    ctx2, step2 = second.context()
+    ctx2.load(tmp_path / "cell.safetensors")  # by name
+    assert second.values(ctx2) == first.values(ctx1)
+    step1()
+    step2()
+    assert second.values(ctx2) == first.values(ctx1), "resumes bit-identically"
+    # the default init is keyed by the (stable) name: a fresh rebuild starts identically
+    inits = []
+    for k in range(2):
+        build = Build()
+        ctx, _ = build.context()
+        ctx.save(tmp_path / f"init{k}.safetensors")
+        inits.append(load_file(tmp_path / f"init{k}.safetensors"))
+    assert inits[0].keys() == inits[1].keys()
+    assert all(np.array_equal(inits[0][n], inits[1][n]) for n in inits[0])
+
+
+def test_load_by_order_for_a_model_rebuilt_under_other_names(tmp_path: Path) -> None:
+    first = Build()
+    renamed = Build()  # built in the same naming epoch: every name renumbered
+    assert renamed.names() != first.names()
+    ctx1, step1 = first.context()
+    step1()
+    path = tmp_path / "first.safetensors"
+    ctx1.save(path)
+    assert renamed.names()[0].split(".")[0].startswith("regressor_")
+    ctx2, step2 = renamed.context()
+    with pytest.raises(oc.CheckpointError) as info:
+        ctx2.load(path)
+    msg = str(info.value)
+    # names the user's param and where it was declared, and hints at by="order"
+    assert f"param '{renamed.names()[0]}'" in msg and "declared at" in msg
+    assert "by=\"order\"" in msg and "line up" in msg
+    assert info.value.span is not None and info.value.span.file == __file__
+    ctx2.load(path, by="order")
+    assert renamed.values(ctx2) == first.values(ctx1)
+    step1()
+    step2()  # the optimizer state came along: the same continuation
+    assert renamed.values(ctx2) == first.values(ctx1)
+
+
+def test_load_by_order_mismatches_are_named(tmp_path: Path) -> None:
+    first = Build()
+    ctx1, _ = first.context()
+    path = tmp_path / "first.safetensors"
+    ctx1.save(path)
+    other = Build(dims=3)  # the first layer's weight has another shape
+    ctx2, _ = other.context()
+    with pytest.raises(oc.CheckpointError) as info:
+        ctx2.load(path)
+    assert "by=\"order\"" not in str(info.value), "no hint when the shapes do not line up"
+    with pytest.raises(oc.CheckpointError) as info:
+        ctx2.load(path, by="order")
+    msg = str(info.value)
+    assert f"'{other.names()[0]}'" in msg and "1st param (by creation order)" in msg
+    assert "has shape" in msg and "declared at" in msg
+    # a file that records no order (another tool's) is loaded by name only
+    plain = tmp_path / "plain.safetensors"
+    save_file(load_file(path), str(plain))
+    with pytest.raises(oc.CheckpointError, match="records no creation order"):
+        ctx1.load(plain, by="order")
+    with pytest.raises(oc.ArgumentError, match="by must be one of"):
+        ctx1.load(path, by="shape")
+    # an optimizer's state missing by order names the place and the user's tensor
+    fwd = oc.Context()
+    fwd.compile(first.loss.forward)  # params only
+    fwd.save(tmp_path / "params.safetensors")
+    with pytest.raises(oc.CheckpointError, match="'p0/adam_c1'|param \\(by creation"):
+        ctx1.load(tmp_path / "params.safetensors", by="order")
+
+
+def test_names_stay_unique_within_a_context(tmp_path: Path) -> None:
+    """Two builds of one model in one context (the second after the context was created):
+    the later one is renumbered there, with its optimizer state and its own init."""
+    first = Build()
+    ctx = oc.Context()
+    second = Build()
+    assert second.names() == first.names()
+    ctx.compile(first.train)
+    ctx.compile(second.train)
+    names = [t.name for t in [*first.params, *second.params]]
+    assert len(set(names)) == len(names)
+    top = second.names()[0].split(".")[0]
+    assert top == "regressor_1"
+    ctx.set(first.x, X2)
+    ctx.set(first.t, T2)
+    ctx.set(second.x, X2)
+    ctx.set(second.t, T2)
+    path = tmp_path / "both.safetensors"
+    ctx.save(path)
+    entries = load_file(path)
+    for p in second.params:
+        assert f"{p.name}/adam_m" in entries, p.name
+    assert len(entries) == 2 * 4 * 5
+    assert not np.array_equal(entries[first.names()[0]], entries[second.names()[0]]), \
+        "the renamed param has its own default init"
+    meta = json.loads(json.loads(path.read_bytes()[8:8 + int.from_bytes(
+        path.read_bytes()[:8], "little")])["__metadata__"]["ocannl_ast"])
+    assert meta["order"][second.names()[0]] == "p4"
+
+
+def test_contexts_the_library_creates_start_no_epoch() -> None:
+    a = oc.param("epoch_probe", output_dims=[2])
+    oc.eval(a)  # creates the default context on first use
+    b = oc.param("epoch_probe", output_dims=[2])
+    assert b.name == "epoch_probe_1"
+    oc.Context()
+    c = oc.param("epoch_probe", output_dims=[2])
+    assert c.name == "epoch_probe"
