@@ -81,6 +81,8 @@ class Context:
         self.holdings: dict[int, Tensor] = {}
         self.carried: set[int] = set()
         self.names: dict[str, Tensor] = {}  #: every tensor compiled here, by its unique name
+        #: tensor id -> its name here where it is not `tensor.name` (`holdings.name_uniquely`)
+        self.keys: dict[int, str] = {}
         #: buffer id -> name of a routine that computes it inline (virtualized, no buffer)
         self.virtual: dict[int, str] = {}
         self.escaping: set[int] = set()  #: buffer ids to keep materialized in new routines
@@ -194,8 +196,9 @@ class Context:
             if routine is not None:
                 routine()
             else:
-                holdings.name_uniquely(self.names, [tensor], self._known_elsewhere)
-                self.holdings.update((t.id, t) for t in holdings.held([tensor], None))
+                holdings.name_uniquely(self.names, self.keys, [tensor], self._known_elsewhere)
+                self.holdings.update((t.id, t) for t in holdings.held([tensor], None,
+                                                                      self.name_of))
                 self.ensure_initialized([tensor])
             return self.get(tensor)
 
@@ -225,11 +228,17 @@ class Context:
                 if routine.needs & r.virtual:
                     r.stale = True  # recompiled, keeping what this routine reads
             self.routines.append(routine)
-            holdings.name_uniquely(self.names, [*code.tensors(), *routine.held_out],
+            holdings.name_uniquely(self.names, self.keys, [*code.tensors(), *routine.held_out],
                                    self._known_elsewhere)
             self.holdings.update((t.id, t) for t in holdings.held(routine.held_out,
-                                                                  self.carried))
+                                                                  self.carried, self.name_of))
             return routine
+
+    def name_of(self, t: Tensor) -> str:
+        """`t`'s unique name in this context (its checkpoint key): `t.name`, unless `t`
+        was compiled in another context first under a name this context had given to
+        another tensor (then numbered here: `holdings.name_uniquely`)."""
+        return self.keys.get(t.id, t.name)
 
     def _known_elsewhere(self, t: Tensor) -> bool:
         return any(c is not self and c.names.get(t.name) is t for c in list(_live))
@@ -243,10 +252,10 @@ class Context:
         Example: ``ctx.save("model.safetensors")``."""
         target = checkpoint.path_arg("save", path)
         with self.lock:
-            tensors = sorted(self.holdings.values(), key=lambda t: t.name)
-            self.ensure_initialized(tensors)  # so that the file has every entry
-            arrays = {t.name: np.ascontiguousarray(self.get(t)) for t in tensors}
-        checkpoint.write(target, arrays, self.precision.value, holdings.order_keys(tensors))
+            held = {self.name_of(t): t for t in self.holdings.values()}
+            self.ensure_initialized(list(held.values()))  # so that the file has every entry
+            arrays = {n: np.ascontiguousarray(self.get(t)) for n, t in sorted(held.items())}
+        checkpoint.write(target, arrays, self.precision.value, holdings.order_keys(held))
 
     def load(self, path: str | os.PathLike[str], *, by: str = "name") -> None:
         """Set every held param and node from a checkpoint, matching entries by name or,
@@ -261,14 +270,14 @@ class Context:
                                          f"got {validate.describe(by)}")
         entries = checkpoint.read(source)  # digests verified, when it has them
         with self.lock:
-            tensors = list(self.holdings.values())
-            pairs = holdings.match(source, entries, tensors, np.dtype(self.dtype), by)
+            held = {self.name_of(t): t for t in self.holdings.values()}
+            pairs = holdings.match(source, entries, held, np.dtype(self.dtype), by)
             if not entries.verified:
                 warnings.warn(f"checkpoint {source} has no {checkpoint.FORMAT} digests "
                               "(written by another tool or an older version): its values "
                               "could not be verified", UserWarning, stacklevel=2)
-            for t in tensors:
-                self.set(t, entries.arrays[pairs[t.name]])
+            for name, t in held.items():
+                self.set(t, entries.arrays[pairs[name]])
 
     def lower_code(self, code: Any, *, name: str | None = None
                    ) -> tuple[LoopProgram, A.Asgn, list[Tensor]]:

@@ -22,14 +22,14 @@ buffer ids, tensors, entry names.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container, Iterable, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping
 from pathlib import Path
 from typing import Any, assert_never
 
 import numpy as np
 
 from .. import naming
-from ..errors import ArgumentError, CheckpointError, user_span
+from ..errors import CheckpointError, user_span
 from ..lowering import assignments as A
 from ..lowering.loop_ir import BinOp, Buffer
 from .checkpoint import Entries, check_entry, names
@@ -96,38 +96,41 @@ def _owner(name: str) -> str | None:
     return owner if sep else None
 
 
-def held(tensors: Iterable[Tensor], carried_ids: Container[int] | None) -> list[Tensor]:
+def held(tensors: Iterable[Tensor], carried_ids: Container[int] | None,
+         key: Callable[[Tensor], str]) -> list[Tensor]:
     """The state among these tensors: params, and the nodes whose buffer is carried across
     runs (`carried_ids`; None: every node, read as it is) and not shaped by the data. Never
-    the 128-bit word tensors of the random initializer."""
+    the 128-bit word tensors of the random initializer. `key`: a tensor's name in the
+    context (`tensor.name` but where `name_uniquely` gave it another)."""
     ts = [t for t in tensors if t.init in (Init.PARAM, Init.NODE) and not t.uint4x32]
-    params = {t.name for t in ts if t.init is Init.PARAM}
+    params = {key(t) for t in ts if t.init is Init.PARAM}
 
     def state(t: Tensor) -> bool:
         if t.init is Init.PARAM:
             return True
         if carried_ids is not None and buffer_id(t) not in carried_ids:
             return False  # scratch: overwritten whole before every read
-        return not t.shape.batch or _owner(t.name) in params
+        return not t.shape.batch or _owner(key(t)) in params
 
     return [t for t in ts if state(t)]
 
 
-def order_keys(tensors: Iterable[Tensor]) -> dict[str, str]:
-    """Each held tensor's place by creation order: the i-th parameter created is "p<i>",
-    its optimizer state "p<i>/<declaration>" ("p0/adam_m"), the j-th other node "n<j>"."""
-    ts = sorted(tensors, key=lambda t: t.id)
-    index = {p.name: i for i, p in enumerate(t for t in ts if t.init is Init.PARAM)}
+def order_keys(tensors: Mapping[str, Tensor]) -> dict[str, str]:
+    """Each held tensor's place (by its name in the context) by creation order: the i-th
+    parameter created is "p<i>", its optimizer state "p<i>/<declaration>" ("p0/adam_m"),
+    the j-th other node "n<j>"."""
+    ts = sorted(tensors.items(), key=lambda kv: kv[1].id)
+    index = {n: i for i, n in enumerate(n for n, t in ts if t.init is Init.PARAM)}
     keys: dict[str, str] = {}
     others = 0
-    for t in ts:
-        owner = _owner(t.name)
+    for name, t in ts:
+        owner = _owner(name)
         if t.init is Init.PARAM:
-            keys[t.name] = f"p{index[t.name]}"
+            keys[name] = f"p{index[name]}"
         elif owner in index:
-            keys[t.name] = f"p{index[owner]}/{t.name.partition('/')[2]}"
+            keys[name] = f"p{index[owner]}/{name.partition('/')[2]}"
         else:
-            keys[t.name] = f"n{others}"
+            keys[name] = f"n{others}"
             others += 1
     return keys
 
@@ -149,39 +152,38 @@ def _declared(t: Tensor) -> str:
     return f" (declared at {span.file}:{span.line})" if span is not None else ""
 
 
-def match(source: Path, entries: Entries, tensors: Sequence[Tensor], dtype: np.dtype[Any],
+def match(source: Path, entries: Entries, want: Mapping[str, Tensor], dtype: np.dtype[Any],
           by: str) -> dict[str, str]:
-    """Held tensor name -> the file's entry that loads into it, every entry checked for
-    dims and dtype; a `CheckpointError` when they do not match one to one."""
+    """The held tensors' names in the context -> the file's entry that loads into each,
+    every entry checked for dims and dtype; a `CheckpointError` when they do not match one
+    to one."""
     if by == "order":
-        return _by_order(source, entries, tensors, dtype)
-    want = {t.name: t for t in tensors}
+        return _by_order(source, entries, want, dtype)
     missing = sorted(want.keys() - entries.arrays.keys(),  # params first, as created
                      key=lambda n: (want[n].init is not Init.PARAM, want[n].id))
     extra = sorted(entries.arrays.keys() - want.keys(), key=lambda n: ("/" in n, n))
     if missing or extra:
-        raise CheckpointError(_name_mismatch(source, entries, tensors, dtype, missing, extra,
-                                             want), user_span())
+        raise CheckpointError(_name_mismatch(source, entries, want, dtype, missing, extra),
+                              user_span())
     for name, t in sorted(want.items()):
         check_entry(source, name, entries.arrays[name], t.dims(), dtype)
     return {n: n for n in want}
 
 
-def _name_mismatch(source: Path, entries: Entries, tensors: Sequence[Tensor],
-                   dtype: np.dtype[Any], missing: list[str], extra: list[str],
-                   want: dict[str, Tensor]) -> str:
+def _name_mismatch(source: Path, entries: Entries, want: Mapping[str, Tensor],
+                   dtype: np.dtype[Any], missing: list[str], extra: list[str]) -> str:
     if missing:
         first = want[missing[0]]
         msg = (f"checkpoint {source} is missing the entry {names(missing)} that this "
                f"context holds: {'param' if first.init is Init.PARAM else 'node'} "
-               f"'{first.name}'{_declared(first)} has no entry")
+               f"'{missing[0]}'{_declared(first)} has no entry")
         if extra:
             msg += f"; the file has {names(extra)} instead"
     else:
         msg = (f"checkpoint {source} has the extra entry {names(extra)}, which this "
                "context does not hold (compile the routines that use it before loading)")
     try:
-        _by_order(source, entries, tensors, dtype)
+        _by_order(source, entries, want, dtype)
     except CheckpointError:
         return msg
     return (msg + ". Its entries line up with this context's by creation order and shape "
@@ -189,22 +191,21 @@ def _name_mismatch(source: Path, entries: Entries, tensors: Sequence[Tensor],
             "ctx.load(path, by=\"order\")")
 
 
-def _by_order(source: Path, entries: Entries, tensors: Sequence[Tensor],
+def _by_order(source: Path, entries: Entries, by_name: Mapping[str, Tensor],
               dtype: np.dtype[Any]) -> dict[str, str]:
     if entries.order is None:
         raise CheckpointError(f"checkpoint {source} records no creation order (written by "
                               "another tool or an older version): load it by name",
                               user_span())
-    mine = order_keys(tensors)
-    by_name = {t.name: t for t in tensors}
+    mine = order_keys(by_name)
     theirs = {k: n for n, k in entries.order.items()}
     missing = sorted((k for k in mine.values() if k not in theirs), key=_sort_key)
     extra = sorted((k for k in theirs if k not in set(mine.values())), key=_sort_key)
     if missing:
-        mine_of = {k: n for n, k in mine.items()}
-        t = by_name[mine_of[missing[0]]]
+        name = {k: n for n, k in mine.items()}[missing[0]]
         raise CheckpointError(f"checkpoint {source} has no entry for {_place(missing[0])}: "
-                              f"'{t.name}'{_declared(t)} (and {len(missing) - 1} more); "
+                              f"'{name}'{_declared(by_name[name])} (and {len(missing) - 1} "
+                              f"more); "
                               f"it has {len(theirs)} entries, this context holds "
                               f"{len(mine)}", user_span())
     if extra:
@@ -226,28 +227,28 @@ def _sort_key(key: str) -> tuple[str, int, str]:
     return head[0], int(head[1:]), decl
 
 
-def name_uniquely(names: dict[str, Tensor], tensors: Iterable[Tensor],
+def name_uniquely(names: dict[str, Tensor], keys: dict[int, str], tensors: Iterable[Tensor],
                   known_elsewhere: Callable[[Tensor], bool]) -> None:
-    """Register `tensors` in a context's `names` (name -> tensor), renaming each that
-    takes a name another tensor holds there (a tensor of an earlier naming epoch,
-    `ocannl_ast.naming`): its top segment is numbered (`naming.renumbered`), a parameter's
-    optimizer state follows it, and its default init is keyed by the new name. A tensor
-    another context already knows by its name is not renamed: an `ArgumentError`."""
+    """Register `tensors` in a context's `names` (its name -> tensor), so that no two
+    tensors share a name there: one whose `tensor.name` another tensor holds there (a
+    tensor of an earlier naming epoch, `ocannl_ast.naming`) is renamed, its top segment
+    numbered (`naming.renumbered`), a parameter's optimizer state following it and its
+    default init keyed by the new name. A tensor another context knows already keeps its
+    `tensor.name` and gets the numbered name in this context only (`keys`: tensor id ->
+    such a context-local name)."""
     for t in tensors:
-        known = names.setdefault(t.name, t)
-        if known is t:
+        if t.id in keys or names.setdefault(t.name, t) is t:
             continue
         if known_elsewhere(t):
-            raise ArgumentError(
-                f"'{t.name}'{_declared(t)} names two different tensors in this context (one "
-                "built before the other's context was created, each compiled elsewhere "
-                "first): compile them in one context, or build the model once", user_span())
+            keys[t.id] = naming.renumbered(t.name, names)
+            names[keys[t.id]] = t
+            continue
         old = t.name
         _rename(t, naming.renumbered(old, names))
         names[t.name] = t
         states: list[Tensor] = naming.states_of(t)
         for s in states:
-            if s.name.startswith(old + "/"):
+            if s.name.startswith(old + "/") and s.id not in keys:
                 if names.get(s.name) is s:
                     del names[s.name]
                 new = t.name + s.name[len(old):]

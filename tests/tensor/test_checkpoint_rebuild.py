@@ -285,3 +285,29 @@ def test_contexts_the_library_creates_start_no_epoch() -> None:
     oc.Context()
     c = oc.param("epoch_probe", output_dims=[2])
     assert c.name == "epoch_probe"
+
+
+def _tiny(v: float) -> tuple[oc.Tensor, oc.Tensor]:
+    x = oc.ndarray(np.array([[1.0, 2.0], [3.0, -1.0]]), batch_axes=1)
+    w = oc.param("tiny_w", output_dims=[1], init=np.array([[v, -0.25]]))
+    return w, oc.einsum("b|o=>o", (w @ x) * (w @ x))
+
+
+def test_a_tensor_known_elsewhere_gets_a_name_local_to_the_context(tmp_path: Path) -> None:
+    w1, loss1 = _tiny(0.5)
+    ctx_a = oc.Context()
+    ctx_a.compile(loss1.forward)
+    w2, loss2 = _tiny(2.0)  # a new naming epoch: the same name
+    assert w2.name == w1.name
+    ctx_b = oc.Context()
+    ctx_b.compile(loss2.forward)
+    ctx_a.compile(loss2.forward)  # ctx_a knows both: w2 is numbered there only
+    assert w2.name == w1.name and ctx_a.name_of(w2) == w1.name + "_1"
+    assert ctx_b.name_of(w2) == w2.name
+    ctx_a.save(tmp_path / "a.safetensors")
+    entries = load_file(tmp_path / "a.safetensors")
+    assert entries[w1.name].tolist() == [[0.5, -0.25]]
+    assert entries[w1.name + "_1"].tolist() == [[2.0, -0.25]]
+    ctx_a.set(w2, [[0.0, 0.0]])
+    ctx_a.load(tmp_path / "a.safetensors")
+    assert ctx_a.get(w2).tolist() == [[2.0, -0.25]]
