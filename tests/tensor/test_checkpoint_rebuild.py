@@ -72,6 +72,20 @@ def test_user_nodes_carried_across_runs_are_state(tmp_path: Path) -> None:
     np.testing.assert_array_equal(next(iter(entries.values())), [4.0, 8.0, 12.0])
 
 
+def test_nodes_shaped_by_the_batch_are_not_state(tmp_path: Path) -> None:
+    @oc.cd
+    def per_row(x):
+        {rows}[...] = rows + x  # carried, but it has the batch axis of x: per-batch data
+
+    x = oc.term("x", batch_dims=[4], output_dims=[3])
+    ctx = oc.Context()
+    step = ctx.compile(per_row(x))
+    ctx.set(x, np.ones((4, 3)))
+    step()
+    ctx.save(tmp_path / "rows.safetensors")
+    assert load_file(tmp_path / "rows.safetensors") == {}
+
+
 _BATCH = """
 import sys
 import numpy as np
@@ -311,3 +325,34 @@ def test_a_tensor_known_elsewhere_gets_a_name_local_to_the_context(tmp_path: Pat
     ctx_a.set(w2, [[0.0, 0.0]])
     ctx_a.load(tmp_path / "a.safetensors")
     assert ctx_a.get(w2).tolist() == [[2.0, -0.25]]
+
+
+def test_step_counters_are_state_and_resume_the_schedule(tmp_path: Path) -> None:
+    def build() -> tuple[oc.Tensor, oc.Tensor, oc.Tensor, list[oc.Code]]:
+        x = oc.term("x", batch_dims=[8], output_dims=[2])
+        t = oc.term("t", batch_dims=[8], output_dims=[1])
+        loss = oc.nn.mse(regressor(x), t)
+        lr = oc.lr_cosine(0.1, total_steps=6, warmup_steps=2)
+        return x, t, loss, [oc.grad_update(loss), oc.adam_update(loss, learning_rate=lr)]
+
+    runs = []
+    for _ in range(2):
+        x, t, loss, train = build()
+        ctx = oc.Context()
+        step = ctx.compile(train)
+        ctx.set(x, X2)
+        ctx.set(t, T2)
+        runs.append((ctx, step, loss))
+    (ctx1, step1, loss1), (ctx2, step2, loss2) = runs
+    for _ in range(3):
+        step1()
+    ctx1.save(tmp_path / "sched.safetensors")
+    entries = load_file(tmp_path / "sched.safetensors")
+    counters = [n for n in entries if "/" not in n and n not in {p.name for p in loss1.params()}]
+    assert counters and all(entries[n].tolist() == [3.0] for n in counters), counters
+    ctx2.load(tmp_path / "sched.safetensors", by="order")  # built in another epoch
+    for _ in range(3):  # warmup and decay continue from step 3, not from 0
+        step1()
+        step2()
+    for p1, p2 in zip(loss1.params(), loss2.params(), strict=True):
+        assert ctx1.get(p1).tobytes() == ctx2.get(p2).tobytes()
