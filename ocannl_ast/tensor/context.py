@@ -196,6 +196,7 @@ class Context:
             if routine is not None:
                 routine()
             else:
+                pipeline.close_tensors([tensor])  # a lone leaf: nothing compiled closes it
                 holdings.name_uniquely(self.names, self.keys, [tensor], self._known_elsewhere)
                 self.holdings.update((t.id, t) for t in holdings.held([tensor], None,
                                                                       self.name_of))

@@ -356,3 +356,13 @@ def test_step_counters_are_state_and_resume_the_schedule(tmp_path: Path) -> None
         step2()
     for p1, p2 in zip(loss1.params(), loss2.params(), strict=True):
         assert ctx1.get(p1).tobytes() == ctx2.get(p2).tobytes()
+
+
+def test_eval_of_a_lone_node_holds_it_unless_batch_shaped(tmp_path: Path) -> None:
+    n = oc.node("lone", output_dims=[3])
+    m = oc.node("lone_rows", batch_dims=[2], output_dims=[3])
+    ctx = oc.Context()
+    assert ctx.eval(n).tolist() == [0.0, 0.0, 0.0]
+    assert ctx.eval(m).shape == (2, 3)
+    ctx.save(tmp_path / "lone.safetensors")
+    assert list(load_file(tmp_path / "lone.safetensors")) == [ctx.name_of(n)]
