@@ -137,7 +137,8 @@ def read(source: Path) -> Entries:
     _verify(source, arrays, meta["digests"])
     order = meta.get("order")
     if not (isinstance(order, dict) and order.keys() == arrays.keys()
-            and all(isinstance(v, str) for v in order.values())):
+            and all(isinstance(v, str) for v in order.values())
+            and len(set(order.values())) == len(order)):
         order = None  # not recorded (or edited): by="order" is refused
     return Entries(arrays, True, order)
 
