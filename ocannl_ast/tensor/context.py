@@ -272,7 +272,8 @@ class Context:
         entries = checkpoint.read(source)  # digests verified, when it has them
         with self.lock:
             held = {self.name_of(t): t for t in self.holdings.values()}
-            pairs = holdings.match(source, entries, held, np.dtype(self.dtype), by)
+            scratch = {n for n, t in self.names.items() if t.id not in self.holdings}
+            pairs = holdings.match(source, entries, held, np.dtype(self.dtype), by, scratch)
             if not entries.verified:
                 warnings.warn(f"checkpoint {source} has no {checkpoint.FORMAT} digests "
                               "(written by another tool or an older version): its values "

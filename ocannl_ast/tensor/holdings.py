@@ -153,15 +153,17 @@ def _declared(t: Tensor) -> str:
 
 
 def match(source: Path, entries: Entries, want: Mapping[str, Tensor], dtype: np.dtype[Any],
-          by: str) -> dict[str, str]:
+          by: str, scratch: Container[str] = ()) -> dict[str, str]:
     """The held tensors' names in the context -> the file's entry that loads into each,
     every entry checked for dims and dtype; a `CheckpointError` when they do not match one
-    to one."""
+    to one. By name, an entry named as one of the context's `scratch` tensors (compiled
+    there, not state: a file of an earlier version saved Adam's denominator) is ignored."""
     if by == "order":
         return _by_order(source, entries, want, dtype)
     missing = sorted(want.keys() - entries.arrays.keys(),  # params first, as created
                      key=lambda n: (want[n].init is not Init.PARAM, want[n].id))
-    extra = sorted(entries.arrays.keys() - want.keys(), key=lambda n: ("/" in n, n))
+    extra = sorted((n for n in entries.arrays.keys() - want.keys() if n not in scratch),
+                   key=lambda n: ("/" in n, n))
     if missing or extra:
         raise CheckpointError(_name_mismatch(source, entries, want, dtype, missing, extra),
                               user_span())
