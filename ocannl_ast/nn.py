@@ -368,3 +368,10 @@ def _dropout(x, rate, step_key):
     u = _threefry(step_key, offsets) * (2.0 ** -32)
     keep = stop_gradient(lt(rate, u))
     return x * keep * (1.0 / (1.0 - rate))
+
+
+# --- models beyond toys: positions and batch norm live in their own modules; the one eval
+# mode of every layer is layer_mode's (rebinding these two names makes dropout read it)
+from .layer_mode import _EVAL_MODE, eval_mode  # noqa: F401, F811
+from .layers_norm import batch_norm  # noqa: F401
+from .layers_positions import positional_embedding, rope, sinusoidal_positions  # noqa: F401

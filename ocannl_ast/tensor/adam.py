@@ -22,6 +22,7 @@ from ..errors import ArgumentError
 from ..naming import state_code
 from ..rewrite import make_decorator
 from . import validate
+from .clipping import check_max_grad_norm, clip_grad_norm, trainable
 from .node import Code, Tensor, concat
 from .schedules import advance, counters_of, rate_code
 
@@ -44,21 +45,26 @@ def adam_one(p, learning_rate, beta1, beta2, eps, weight_decay):
 
 def adam_update(loss: Tensor, *, learning_rate: Any = 1e-3,
                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
-                weight_decay: float = 0.0) -> Code:
+                weight_decay: float = 0.0, max_grad_norm: float | None = None) -> Code:
     """AdamW updates of every parameter of the loss (run after `grad_update(loss)`):
     ``p -= lr * wd * p; m = b1*m + (1-b1)*g; v = b2*v + (1-b2)*g*g;
     p -= lr * (m / (1 - b1**t)) / (sqrt(v / (1 - b2**t)) + eps)``.
 
     `learning_rate` may be a tensor, e.g. a schedule (`oc.lr_cosine`): it is computed in
     the routine before the updates; every step counter it or the loss reads
-    (`oc.step_counter`) is incremented after them.
+    (`oc.step_counter`) is incremented after them. With `max_grad_norm`, the gradients are
+    first clipped by their global L2 norm, as torch.nn.utils.clip_grad_norm_.
 
     Example: ``ctx.compile([oc.grad_update(loss), oc.adam_update(loss, learning_rate=0.01)])``.
     """
     beta1, beta2 = _adam_args(loss, learning_rate, betas, eps, weight_decay)
+    check_max_grad_norm("adam_update", max_grad_norm)
+    params = trainable(loss)
+    clip = Code() if max_grad_norm is None else clip_grad_norm(params, max_grad_norm)
     updates = concat(state_code(p, adam_one, p, learning_rate, beta1, beta2, eps, weight_decay)
-                     for p in loss.params())
-    return rate_code(learning_rate) + updates + advance(counters_of(loss, learning_rate))
+                     for p in params)
+    return (rate_code(learning_rate) + clip + updates
+            + advance(counters_of(loss, learning_rate)))
 
 
 def _adam_args(loss: Any, learning_rate: Any, betas: Any, eps: Any,

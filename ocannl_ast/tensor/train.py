@@ -14,6 +14,7 @@ from typing import Any
 from ..naming import state_code
 from ..rewrite import make_decorator
 from . import validate
+from .clipping import check_max_grad_norm, clip_grad_norm, trainable
 from .node import Code, Tensor, concat
 from .schedules import advance, counters_of, rate_code
 
@@ -42,11 +43,18 @@ def sgd_one(p, learning_rate, momentum=0.0, weight_decay=0.0, nesterov=False):
 
 
 def sgd_update(loss: Tensor, *, learning_rate: Any, momentum: float = 0.0,
-               weight_decay: float = 0.0, nesterov: bool = False) -> Code:
+               weight_decay: float = 0.0, nesterov: bool = False,
+               max_grad_norm: float | None = None) -> Code:
     """SGD updates of every parameter of the loss (run after `grad_update(loss)`), then
-    `+= 1` on every step counter the loss or `learning_rate` (e.g. `oc.lr_warmup`) reads."""
+    `+= 1` on every step counter the loss or `learning_rate` (e.g. `oc.lr_warmup`) reads.
+    With `max_grad_norm`, the gradients are first clipped by their global L2 norm, as
+    torch.nn.utils.clip_grad_norm_."""
     validate.sgd_args(loss, learning_rate, momentum, weight_decay, nesterov)
+    check_max_grad_norm("sgd_update", max_grad_norm)
+    params = trainable(loss)
+    clip = Code() if max_grad_norm is None else clip_grad_norm(params, max_grad_norm)
     updates = concat(state_code(p, sgd_one, p, learning_rate, momentum=momentum,
                                 weight_decay=weight_decay, nesterov=nesterov)
-                     for p in loss.params())
-    return rate_code(learning_rate) + updates + advance(counters_of(loss, learning_rate))
+                     for p in params)
+    return (rate_code(learning_rate) + clip + updates
+            + advance(counters_of(loss, learning_rate)))
