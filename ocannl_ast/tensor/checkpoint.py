@@ -1,12 +1,14 @@
 """Checkpoints: `ctx.save(path)` / `ctx.load(path)` as safetensors files (no pickle).
 
-What a context *holds*: every parameter and every persistent node (optimizer state such as
-Adam's moments and bias corrections, SGD momentum, a user's @cd `{x}` nodes) that a
-routine compiled in it (`ctx.compile`, `ctx.eval`, `oc.eval`...) reads or writes. Each is
-an entry keyed by its unique `tensor.name` ("mlp.linear.w", "mlp.linear.w/adam_m"), its
-logical (unpadded) value in the context's precision; one metadata key, "ocannl_ast",
-records the format version, the precision and a digest per entry (one key, so that equal
-states give byte-identical files).
+What a context *holds* (`tensor.holdings`: its state) is what a checkpoint stores: every
+parameter, and every persistent node carried from one run to the next (optimizer state
+such as Adam's moments and bias corrections, SGD momentum, step counters, a user's @cd
+`{x}` nodes that a routine reads before overwriting them), never scratch shaped by the
+batch. Each is an entry keyed by its unique `tensor.name` ("mlp.linear.w",
+"mlp.linear.w/adam_m"), its logical (unpadded) value in the context's precision; one
+metadata key, "ocannl_ast", records the format version, the precision, a digest per entry
+and each entry's place by creation order (`order`, for `ctx.load(path, by="order")`) in
+one key, so that equal states give byte-identical files.
 
 Integrity: an entry's digest is the sha256 of its name, dtype, shape and raw bytes
 (`digest`). Load verifies every digest before it changes anything: a flipped byte, a value
@@ -18,13 +20,13 @@ library) still loads; `read` says it is unverified and `Context.load` warns.
 Save initializes what is held but not yet initialized (so the file has every entry) and
 writes atomically: a temporary file in the same directory, fsync, `os.replace`; any failure
 or interruption (an exception, Ctrl-C) after the temporary file exists removes it and
-leaves an old file at the path as it was. Load is
-strict: the file must have exactly the held names, each of the tensor's dims and the
-context's dtype, or a `CheckpointError` names the offending entry and nothing is changed;
-loaded tensors count as initialized, so loading before the first run is how a run resumes.
+leaves an old file at the path as it was. Load is strict (`tensor.holdings.match`): the
+file must have exactly the held entries, each of the tensor's dims and the context's dtype,
+or a `CheckpointError` names the offending entry and nothing is changed; loaded tensors
+count as initialized, so loading before the first run is how a run resumes.
 
-Input: a path and named arrays (`Context.save`) or the names and dims a context expects
-(`Context.load`). Output: the file, or its checked arrays. This module knows no Context.
+Input: a path and named arrays (`Context.save`). Output: the file, or its verified entries
+(`Entries`). This module knows no Context.
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ import hashlib
 import json
 import os
 import secrets
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -42,7 +45,6 @@ import numpy as np
 
 from ..errors import ArgumentError, CheckpointError, user_span
 from . import validate
-from .node import Init, Tensor
 
 FORMAT = "ocannl_ast"
 VERSION = "2"
@@ -51,22 +53,27 @@ _SHOWN = 5  #: names listed in a message before "and N more"
 _TMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
 
 
-def held(tensors: Iterable[Tensor]) -> list[Tensor]:
-    """The checkpointed tensors among these: params and persistent nodes (not the 128-bit
-    word tensors of the random initializer)."""
-    return [t for t in tensors if t.init in (Init.PARAM, Init.NODE) and not t.uint4x32]
+@dataclass(frozen=True, slots=True)
+class Entries:
+    """A checkpoint file's entries, their digests verified when it had them."""
+
+    arrays: dict[str, np.ndarray]
+    verified: bool  #: False: no digests (a file from another tool, or of version 1)
+    #: entry name -> its place by creation order ("p0", "p0/adam_m", "n0"); None: not recorded
+    order: dict[str, str] | None
 
 
-def write(target: Path, arrays: dict[str, np.ndarray], precision: str) -> None:
+def write(target: Path, arrays: dict[str, np.ndarray], precision: str,
+          order: dict[str, str]) -> None:
     """Write named arrays (logical values, in the context's `precision`) to `target`,
-    atomically."""
+    atomically, with each entry's place by creation order (`holdings.order_keys`)."""
     from safetensors.numpy import save as to_bytes
 
     # one metadata key: safetensors writes several in hash order, this keeps files of
     # equal state byte-identical
     digests = {name: digest(name, arr) for name, arr in arrays.items()}
-    info = json.dumps({"version": VERSION, "precision": precision, "digests": digests},
-                      sort_keys=True)
+    info = json.dumps({"version": VERSION, "precision": precision, "digests": digests,
+                       "order": order}, sort_keys=True)
     _atomic_write(target, to_bytes(arrays, metadata={FORMAT: info}))
 
 
@@ -80,15 +87,6 @@ def digest(name: str, arr: np.ndarray) -> str:
     return h.hexdigest()
 
 
-def check(source: Path, arrays: dict[str, np.ndarray], dims: dict[str, tuple[int, ...]],
-          dtype: np.dtype[Any]) -> None:
-    """The file's entries must be exactly the held names (`dims`' keys), each of its
-    tensor's dims and the context's dtype (strict: see the module doc)."""
-    _check_names(source, dims.keys(), arrays.keys())
-    for name, d in sorted(dims.items()):
-        _check_entry(source, name, arrays[name], d, dtype)
-
-
 def path_arg(fn: str, path: Any) -> Path:
     """The `path` argument of `Context.save` / `Context.load` (`fn`), validated."""
     if not isinstance(path, str | os.PathLike) or not os.fspath(path):
@@ -97,37 +95,28 @@ def path_arg(fn: str, path: Any) -> Path:
     return Path(os.fspath(path))
 
 
-def _names(names: list[str]) -> str:
-    shown = ", ".join(f"'{n}'" for n in names[:_SHOWN])
-    return shown + (f" and {len(names) - _SHOWN} more" if len(names) > _SHOWN else "")
+def names(items: list[str]) -> str:
+    """Names quoted for a message, the first few then "and N more"."""
+    shown = ", ".join(f"'{n}'" for n in items[:_SHOWN])
+    return shown + (f" and {len(items) - _SHOWN} more" if len(items) > _SHOWN else "")
 
 
-def _check_names(source: Path, held_names: Iterable[str], file_names: Iterable[str]) -> None:
-    want, have = set(held_names), set(file_names)
-    missing, extra = sorted(want - have), sorted(have - want)
-    if missing:
-        raise CheckpointError(f"checkpoint {source} is missing the entry {_names(missing)} "
-                              "that this context holds", user_span())
-    if extra:
-        raise CheckpointError(f"checkpoint {source} has the extra entry {_names(extra)}, "
-                              "which this context does not hold (compile the routines that "
-                              "use it before loading)", user_span())
-
-
-def _check_entry(source: Path, name: str, arr: np.ndarray, dims: tuple[int, ...],
-                 dtype: np.dtype[Any]) -> None:
+def check_entry(source: Path, name: str, arr: np.ndarray, dims: tuple[int, ...],
+                dtype: np.dtype[Any], what: str = "") -> None:
+    """Entry `name` must have the tensor's `dims` and the context's dtype (`what`: how the
+    message names the tensor, when it is not the entry's name)."""
     if arr.shape != dims:
         raise CheckpointError(f"checkpoint {source}: entry '{name}' has shape "
-                              f"{tuple(arr.shape)}, the tensor has dims {dims}", user_span())
+                              f"{tuple(arr.shape)}, {what or 'the tensor'} has dims {dims}",
+                              user_span())
     if arr.dtype != dtype:
         raise CheckpointError(f"checkpoint {source}: entry '{name}' has dtype {arr.dtype}, "
                               f"the context's precision is {dtype}", user_span())
 
 
-def read(source: Path) -> tuple[dict[str, np.ndarray], bool]:
+def read(source: Path) -> Entries:
     """The entries of a safetensors file written by `save` (or any with matching names),
-    their digests verified, and whether there were digests to verify (False: a file from
-    another tool, or of version 1)."""
+    their digests verified when it has them, and their order when it records one."""
     from safetensors import SafetensorError
     from safetensors.numpy import load as from_bytes
 
@@ -142,17 +131,22 @@ def read(source: Path) -> tuple[dict[str, np.ndarray], bool]:
     except (SafetensorError, ValueError, TypeError, OverflowError) as e:  # damaged, foreign
         raise CheckpointError(f"{source} is not a readable safetensors checkpoint: "
                               f"{type(e).__name__}: {e}", user_span()) from None
-    digests = _digests(source, (header.get("__metadata__") or {}).get(FORMAT))
-    if digests is None:
-        return arrays, False
-    _verify(source, arrays, digests)
-    return arrays, True
+    meta = _meta(source, (header.get("__metadata__") or {}).get(FORMAT))
+    if meta is None:
+        return Entries(arrays, False, None)
+    _verify(source, arrays, meta["digests"])
+    order = meta.get("order")
+    if not (isinstance(order, dict) and order.keys() == arrays.keys()
+            and all(isinstance(v, str) for v in order.values())
+            and len(set(order.values())) == len(order)):
+        order = None  # not recorded (or edited): by="order" is refused
+    return Entries(arrays, True, order)
 
 
-def _digests(source: Path, info: str | None) -> dict[str, str] | None:
-    """The digests in the file's `ocannl_ast` metadata; None when it has none to verify (a
-    safetensors file from elsewhere, or a version-1 file). The version must be one this
-    library reads, and a current-version file must carry its digests."""
+def _meta(source: Path, info: str | None) -> dict[str, Any] | None:
+    """The file's `ocannl_ast` metadata, its digests checked for form; None when it has none
+    to verify (a safetensors file from elsewhere, or a version-1 file). The version must be
+    one this library reads, and a current-version file must carry its digests."""
     if info is None:
         return None
     try:
@@ -172,24 +166,24 @@ def _digests(source: Path, info: str | None) -> dict[str, str] | None:
         raise CheckpointError(f"checkpoint {source}: its {FORMAT} metadata has no valid "
                               "per-entry digests (the file is damaged or was edited)",
                               user_span())
-    return digests
+    return meta  # type: ignore[no-any-return]
 
 
 def _verify(source: Path, arrays: dict[str, np.ndarray], digests: dict[str, str]) -> None:
     """Every entry has its digest, every digest its entry, and each matches."""
     unlisted = sorted(arrays.keys() - digests.keys())
     if unlisted:
-        raise CheckpointError(f"checkpoint {source}: entry {_names(unlisted)} has no digest: "
+        raise CheckpointError(f"checkpoint {source}: entry {names(unlisted)} has no digest: "
                               "an entry was added or renamed after the file was written",
                               user_span())
     orphans = sorted(digests.keys() - arrays.keys())
     if orphans:
         raise CheckpointError(f"checkpoint {source} has a digest for the entry "
-                              f"{_names(orphans)} but no such entry: an entry was removed or "
+                              f"{names(orphans)} but no such entry: an entry was removed or "
                               "renamed after the file was written", user_span())
     bad = [name for name in sorted(arrays) if digest(name, arrays[name]) != digests[name]]
     if bad:
-        raise CheckpointError(f"checkpoint {source}: entry {_names(bad)} does not match its "
+        raise CheckpointError(f"checkpoint {source}: entry {names(bad)} does not match its "
                               "digest: the file is damaged (a changed byte or value) or "
                               "entries were renamed or swapped", user_span())
 

@@ -1,12 +1,16 @@
 """Contexts: the arrays of one backend (padded buffers seen unpadded through get/set), the
 bookkeeping of the routines compiled here (what to keep materialized, what is virtualized
-or folded, the buffers' layout), params initialized once each, checkpoints. A re-entrant
+or folded, the buffers' layout), params initialized once each, checkpoints of its state
+(`tensor.holdings`), tensor names unique within it. A context the user's code creates
+starts a naming epoch (`ocannl_ast.naming`): a model built again after it gets the same
+names. A re-entrant
 lock per context; the pipeline's lock for shape closing. Input: Code (forward, backprop,
 updates, @cd results) and host data. Output: Routines (`routine`); NumPy arrays."""
 
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import warnings
 import weakref
@@ -15,11 +19,12 @@ from typing import Any
 
 import numpy as np
 
+from .. import naming
 from ..errors import ArgumentError, BackendError, RuntimeDataError, user_span
 from ..infer.padding import Margins
 from ..lowering import assignments as A
 from ..lowering.loop_ir import Buffer, LoopProgram, Precision, cell_elems
-from . import checkpoint, id_checks, pipeline, schedules, validate
+from . import checkpoint, holdings, id_checks, pipeline, schedules, validate
 from .escape import user_held
 from .initialization import init_order, init_plan
 from .node import Code, NodeKind, NodeRef, OpRecord, Tensor, buffer_id, concat, node_owner
@@ -29,6 +34,7 @@ _defaults_lock = threading.Lock()
 _defaults: dict[tuple[str, str], Context] = {}
 #: every live context, for `warn_if_trained_elsewhere` (weak: a context's life is its user's)
 _live: weakref.WeakSet[Context] = weakref.WeakSet()
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def as_code(code: Any) -> Code:
@@ -59,6 +65,8 @@ class Context:
             self.backend.ensure_runtime()  # e.g. cuda: cuda-python, NVRTC, a GPU
         except BackendError as e:
             raise e.with_span(user_span()) from None
+        if not os.path.abspath(sys._getframe(1).f_code.co_filename).startswith(_PACKAGE):
+            naming.new_epoch()  # created by the user's code (not a default context)
         self.precision = Precision(precision)
         self.dtype = np.float32 if self.precision == Precision.FLOAT32 else np.float64
         self.arrays: dict[int, np.ndarray] = {}
@@ -68,8 +76,13 @@ class Context:
         _live.add(self)
         self._arrays_epoch = 0
         self._evals: dict[int, Routine | None] = {}  #: tensor id -> its eval routine
-        #: what `save`/`load` checkpoint: params and persistent nodes of routines compiled here
+        #: what `save`/`load` checkpoint (`tensor.holdings`): params, and persistent nodes
+        #: that routines compiled here carry across runs (`carried`: their buffer ids)
         self.holdings: dict[int, Tensor] = {}
+        self.carried: set[int] = set()
+        self.names: dict[str, Tensor] = {}  #: every tensor compiled here, by its unique name
+        #: tensor id -> its name here where it is not `tensor.name` (`holdings.name_uniquely`)
+        self.keys: dict[int, str] = {}
         #: buffer id -> name of a routine that computes it inline (virtualized, no buffer)
         self.virtual: dict[int, str] = {}
         self.escaping: set[int] = set()  #: buffer ids to keep materialized in new routines
@@ -184,7 +197,10 @@ class Context:
             if routine is not None:
                 routine()
             else:
-                self.holdings.update((t.id, t) for t in checkpoint.held([tensor]))
+                pipeline.close_tensors([tensor])  # a lone leaf: nothing compiled closes it
+                holdings.name_uniquely(self.names, self.keys, [tensor], self._known_elsewhere)
+                self.holdings.update((t.id, t) for t in holdings.held([tensor], None,
+                                                                      self.name_of))
                 self.ensure_initialized([tensor])
             return self.get(tensor)
 
@@ -215,39 +231,57 @@ class Context:
                 if routine.needs & r.virtual:
                     r.stale = True  # recompiled, keeping what this routine reads
             self.routines.append(routine)
-            self.holdings.update((t.id, t) for t in checkpoint.held(routine.held_out))
+            holdings.name_uniquely(self.names, self.keys, [*code.tensors(), *routine.held_out],
+                                   self._known_elsewhere)
+            self.holdings.update((t.id, t) for t in holdings.held(routine.held_out,
+                                                                  self.carried, self.name_of))
             return routine
+
+    def name_of(self, t: Tensor) -> str:
+        """`t`'s unique name in this context (its checkpoint key): `t.name`, unless `t`
+        was compiled in another context first under a name this context had given to
+        another tensor (then numbered here: `holdings.name_uniquely`)."""
+        return self.keys.get(t.id, t.name)
+
+    def _known_elsewhere(self, t: Tensor) -> bool:
+        return any(c is not self and c.names.get(t.name) is t for c in list(_live))
 
     # ---- checkpoints -------------------------------------------------------------------
 
     def save(self, path: str | os.PathLike[str]) -> None:
-        """Checkpoint every param and optimizer-state node this context holds (those of
-        the routines compiled in it) to a safetensors file keyed by `tensor.name`; the
-        write is atomic (`tensor.checkpoint`). Example: ``ctx.save("model.safetensors")``."""
+        """Checkpoint the state this context holds (params, optimizer state and counters
+        of the routines compiled in it; `tensor.holdings`) to a safetensors file keyed by
+        `tensor.name`; the write is atomic (`tensor.checkpoint`).
+        Example: ``ctx.save("model.safetensors")``."""
         target = checkpoint.path_arg("save", path)
         with self.lock:
-            tensors = sorted(self.holdings.values(), key=lambda t: t.name)
-            self.ensure_initialized(tensors)  # so that the file has every entry
-            arrays = {t.name: np.ascontiguousarray(self.get(t)) for t in tensors}
-        checkpoint.write(target, arrays, self.precision.value)
+            held = {self.name_of(t): t for t in self.holdings.values()}
+            self.ensure_initialized(list(held.values()))  # so that the file has every entry
+            arrays = {n: np.ascontiguousarray(self.get(t)) for n, t in sorted(held.items())}
+        checkpoint.write(target, arrays, self.precision.value, holdings.order_keys(held))
 
-    def load(self, path: str | os.PathLike[str]) -> None:
-        """Set every held param and node from a checkpoint (strict: a missing, extra,
-        mis-shaped or wrong-dtype entry, or one that does not match its digest, is an
-        `oc.CheckpointError` naming it, and nothing changes; a file without digests loads
-        with a warning). Compile the routines first; loaded tensors are not re-initialized."""
+    def load(self, path: str | os.PathLike[str], *, by: str = "name") -> None:
+        """Set every held param and node from a checkpoint, matching entries by name or,
+        with ``by="order"``, by creation order and shape (a model rebuilt under other
+        names). Strict: a missing, extra, mis-shaped or wrong-dtype entry, or one that does
+        not match its digest, is an `oc.CheckpointError` naming it, and nothing changes; a
+        file without digests loads with a warning. Compile the routines first; loaded
+        tensors are not re-initialized. Example: ``ctx.load("model.safetensors")``."""
         source = checkpoint.path_arg("load", path)
-        arrays, verified = checkpoint.read(source)  # digests verified, when it has them
+        if by not in holdings.BY:
+            validate.fail(ArgumentError, f"Context.load: by must be one of {holdings.BY}, "
+                                         f"got {validate.describe(by)}")
+        entries = checkpoint.read(source)  # digests verified, when it has them
         with self.lock:
-            tensors = {t.name: t for t in self.holdings.values()}
-            checkpoint.check(source, arrays, {n: t.dims() for n, t in tensors.items()},
-                             np.dtype(self.dtype))
-            if not verified:
+            held = {self.name_of(t): t for t in self.holdings.values()}
+            scratch = {n for n, t in self.names.items() if t.id not in self.holdings}
+            pairs = holdings.match(source, entries, held, np.dtype(self.dtype), by, scratch)
+            if not entries.verified:
                 warnings.warn(f"checkpoint {source} has no {checkpoint.FORMAT} digests "
                               "(written by another tool or an older version): its values "
                               "could not be verified", UserWarning, stacklevel=2)
-            for name, t in tensors.items():
-                self.set(t, arrays[name])
+            for name, t in held.items():
+                self.set(t, entries.arrays[pairs[name]])
 
     def lower_code(self, code: Any, *, name: str | None = None
                    ) -> tuple[LoopProgram, A.Asgn, list[Tensor]]:
@@ -273,6 +307,7 @@ class Context:
         compilations), the buffers it computes inline and the constants it folded."""
         self.layout.update(out.layout)
         self.projections.update(out.projections)
+        self.carried |= holdings.carried(out.asgn)
         for b in out.virtual:
             self.virtual[b] = routine
         for b in out.folded:

@@ -176,6 +176,7 @@ def node(name: str, *, slot: str | None = None, output_dims: DimsArg = None,
     shape = Shape.make(name, batch_dims=batch_dims, output_dims=output_dims,
                        input_dims=input_dims)
     t = Tensor(name, shape, Init.NODE, name=naming.declare(name))
+    naming.note_state(t)  # optimizer state of a param: renamed with it
     if slot is not None:
         rec = current_record.get()
         k = _slot_number(slot)

@@ -103,6 +103,10 @@ def test_file_holds_params_and_state_with_metadata(tmp_path: Path) -> None:
     meta = json.loads(path.read_bytes()[8:8 + n])["__metadata__"]
     info = json.loads(meta.pop("ocannl_ast"))
     assert set(info.pop("digests")) == set(entries)  # checked in test_checkpoint_integrity
+    order = info.pop("order")  # each entry's place by creation order (test_checkpoint_rebuild)
+    assert [order[p.name] for p in sorted(params.values(), key=lambda p: p.id)] == \
+        [f"p{i}" for i in range(len(params))]
+    assert all(order[f"{n}/adam_m"] == f"{order[n]}/adam_m" for n in params)
     assert info == {"version": "2", "precision": "float32"}
     assert meta == {}
     again = tmp_path / "again.safetensors"

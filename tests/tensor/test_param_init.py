@@ -34,17 +34,24 @@ def test_deterministic_per_seed() -> None:
     old = _seed[0]
     try:
         oc.set_seed(7)
-        a = _init(oc.param("ds", output_dims=[20]))
-        b = _init(oc.param("ds", output_dims=[20]))  # named "ds_1": a different stream
+        pa = oc.param("ds", output_dims=[20])
+        pb = oc.param("ds", output_dims=[20])  # named "ds_1": a different stream
+        a, b = _init(pa), _init(pb)
         oc.set_seed(7)
-        a2 = _init(oc.param("ds", output_dims=[20]))
+        # built after a context was created (a new naming epoch): "ds" again, same stream
+        pa2 = oc.param("ds", output_dims=[20])
+        a2 = _init(pa2)
         oc.set_seed(8)
-        c = _init(oc.param("ds", output_dims=[20]))
+        pc = oc.param("ds", output_dims=[20])
+        c = _init(pc)
     finally:
         oc.set_seed(old)
+    assert pb.name == pa.name + "_1" and pa2.name == pc.name == pa.name
     assert not np.array_equal(a, b) and not np.array_equal(a2, c)
-    np.testing.assert_array_equal(a2, reference_values(("ds_2", 0), 7, (20,)))
-    np.testing.assert_array_equal(c, reference_values(("ds_3", 0), 8, (20,)))
+    np.testing.assert_array_equal(a2, a)
+    assert pa2.init_key is not None and pc.init_key is not None
+    np.testing.assert_array_equal(a2, reference_values(pa2.init_key, 7, (20,)))
+    np.testing.assert_array_equal(c, reference_values(pc.init_key, 8, (20,)))
 
 
 def test_independent_of_unrelated_tensor_creation() -> None:
