@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from ..errors import ShapeError
 from . import concat
-from .constraints import Origin
+from .constraints import Origin, RowEq
 from .lub import Bounds, one_bounded_ids
 from .terms import Dim, DimVar, Row, RowVar, dim_vars
 
@@ -84,6 +84,8 @@ def _close_step(s: SolverState, rows: RowOccs, dims: DimOccs) -> bool:
         for v, n in sorted(dim_lubs.items()):
             s.bind_dim(DimVar(v), Dim(n), o)
         return True
+    if _close_ambiguous_row_eqs(s, o):
+        return True
     interior_rows = sorted(set(rows) - leaf_rows)
     if interior_rows:
         for v in interior_rows:
@@ -95,6 +97,24 @@ def _close_step(s: SolverState, rows: RowOccs, dims: DimOccs) -> bool:
     if concat.close_step(s, bounds):  # the empty summand (0) before the broadcast unit (1)
         return True
     return _close_dims(s, bounds, dims, leaf_dims, o)
+
+
+def _close_ambiguous_row_eqs(s: SolverState, o: Origin) -> bool:
+    """An equation of two open rows that waits on their overlap (`h ++ ..c..` vs
+    `..r.. ++ 3,4,2`, see `infer.propagate._row_eq_open`): the row variable on the side
+    with more known axes closes to no more axes first (the other way round could not
+    fit), so `h` binds to the first real axis rather than to an invented one."""
+    for c in s.stuck():
+        if not isinstance(c, RowEq):
+            continue
+        a, b = s.subst_row(c.a), s.subst_row(c.b)
+        if a.var is None or b.var is None or a.var == b.var:
+            continue
+        longer = a if a.known_len >= b.known_len else b
+        assert longer.var is not None
+        s.bind_row(longer.var, Row.closed(()), o)
+        return True
+    return False
 
 
 def _close_leaf_rows_empty(s: SolverState, leaf_rows: list[int], rows: RowOccs, o: Origin) -> None:

@@ -28,6 +28,9 @@ class Bounds:
         self.dims_above: dict[int, list[DimTerm]] = {}  #: subr var -> curs
         self.at_least: dict[int, int] = {}  #: dim var -> positions a fixed index needs
         self.under_label: set[int] = set()  #: dim vars an einsum label bounds from above
+        #: dim vars bounded from below by something other than a size-1 axis
+        self.lower_bounded: set[int] = set()
+        self.one_bounded = one_bounded_ids(s)
         for c in s.stuck():
             match c:
                 case RowIneq():
@@ -41,17 +44,28 @@ class Bounds:
                         self.dims_above.setdefault(d.id, []).append(s.subst_dim(c.cur))
                         if c.label:
                             self.under_label.add(d.id)
+                    up = s.subst_dim(c.cur)
+                    if isinstance(up, DimVar) and d != Dim(1):
+                        self.lower_bounded.add(up.id)
                 case DimAtLeast():
                     d = s.subst_dim(c.d)
                     if isinstance(d, DimVar):
+                        self.lower_bounded.add(d.id)
                         self.at_least[d.id] = max(self.at_least.get(d.id, 1), c.n)
                 case _:
                     pass
 
-    def row_lub_len(self, v: int, seen: frozenset[int] = frozenset()) -> int | None:
+    def row_lub_len(self, v: int, seen: frozenset[int] = frozenset(),
+                    beyond: bool = False) -> int | None:
         """How many axes a leaf row variable takes when closed upward: the fewest its upper
         bounds allow, through chains of open rows (their known axes count; a row with none
-        and nothing above it sets no bound)."""
+        and nothing above it sets no bound).
+
+        Past the first open row with known axes (`beyond`), a size-1 axis next to the row
+        variable (a size-1 dim, or a variable only size-1 axes bound from below) does not
+        count: it is an axis broadcasting added above that row (a `0.0 * t` of a loss's
+        mean), not one the leaf must fill. Counting it would give a parameter a phantom
+        size-1 axis depending on which uses follow it (issue 21)."""
         best: int | None = None
         for cur, sub in self.rows_above.get(v, ()):
             if cur.var is None:
@@ -59,13 +73,30 @@ class Bounds:
             elif cur.var.id in seen or cur.var.id == v:
                 continue
             else:
-                up = self.row_lub_len(cur.var.id, seen | {v})
-                if up is None and cur.known_len == 0:
+                k = self._counted(cur) if beyond else cur.known_len
+                up = self.row_lub_len(cur.var.id, seen | {v}, beyond or cur.known_len > 0)
+                if up is None and k == 0:
                     continue  # an unbounded row above: it will grow to fit, no bound here
-                n = cur.known_len + (up or 0)
+                n = k + (up or 0)
             n -= sub.known_len
             best = n if best is None else min(best, n)
         return None if best is None else max(best, 0)
+
+    def _counted(self, cur: Row) -> int:
+        """Known axes of an open row, less the size-1 axes next to its row variable."""
+        if cur.beg:
+            return cur.known_len
+        k = 0
+        while k < len(cur.dims) and self._unit(cur.dims[k]):
+            k += 1
+        return len(cur.dims) - k
+
+    def _unit(self, d: DimTerm) -> bool:
+        """A size-1 dim, or a variable whose only lower bounds are size-1 axes."""
+        if isinstance(d, Dim):
+            return d.size == 1
+        return (isinstance(d, DimVar) and d.id in self.one_bounded
+                and d.id not in self.lower_bounded)
 
     def dim_lub(self, v: int) -> int | None:
         """Least upper bound of a dim variable: the dims > 1 reachable upward through the
