@@ -137,18 +137,42 @@ def _close_dims(s: SolverState, bounds: Bounds, dims: DimOccs, leaf_dims: set[in
     used = at_least.keys() | one_bounded_ids(s)
     _check_params(dims, [v for v in sorted(leaf_dims)
                          if v in bounds.under_label and not bounds.reaches(v, used)])
+    if _unit_excluded(s, bounds, o):
+        return True
     interior_dims = sorted(set(dims) - leaf_dims)
     if interior_dims:
-        for v in interior_dims:
-            # v <= n means v is 1 or n; a fixed index needing more than 1 forces n
-            n = Bounds(s).dim_lub(v) if at_least.get(v, 1) > 1 else None
-            s.bind_dim(DimVar(v), Dim(n if n is not None else at_least.get(v, 1)), o)
+        # a dim a fixed index bounds from below closes to its least upper bound (seed
+        # 002; v <= n means v is 1 or n), in strata so that a bound above is solved before
+        # the dims below it read it: those whose LUB is known, then those a fixed index
+        # needs more than 1 of (to their LUB-less minimum); the rest go down to 1
+        lubs = {v: n for v in interior_dims if v in at_least
+                and (n := bounds.dim_lub(v)) is not None}
+        if not lubs:  # also above them: a use never evaluated still bounds them
+            lubs = {w: n for w in bounds.above(interior_dims)
+                    if (n := at_least.get(w, 1)) > 1}
+        for v in sorted(lubs) or interior_dims:
+            s.bind_dim(DimVar(v), Dim(lubs.get(v, 1)), o)
         return True
     # a dim below a label that a size-1 operand bounds closes to 1 with it
     _check_params(dims, [v for v in sorted(leaf_dims) if not bounds.reaches(v, used)])
     for v in sorted(dims):
         s.bind_dim(DimVar(v), Dim(at_least.get(v, 1)), o)
     return bool(dims)
+
+
+def _unit_excluded(s: SolverState, bounds: Bounds, o: Origin) -> bool:
+    """Before any dim is guessed: `v >= w` where a fixed index needs more than one
+    position of `w` means `w` cannot be the broadcasting 1, so `v == w` (seed 002: a
+    variable closes to its bounds before it is guessed; guessing `v` to 1 first would
+    contradict `w`). Returns whether it bound anything."""
+    for w, n in sorted(bounds.at_least.items()):
+        if n <= 1:
+            continue
+        for cur in bounds.dims_above.get(w, ()):
+            if isinstance(cur, DimVar) and cur.id != w:
+                s.bind_dim(cur, DimVar(w), o)
+                return True
+    return False
 
 
 def _check_params(dims: DimOccs, undetermined: list[int]) -> None:

@@ -118,6 +118,16 @@ class Bounds:
         return found.pop() if len(found) == 1 else 1
 
 
+    def above(self, vs: list[int]) -> list[int]:
+        """`vs` and every dim variable above them (v <= w <= ...), sorted."""
+        seen, todo = set(vs), list(vs)
+        while todo:
+            for cur in self.dims_above.get(todo.pop(), ()):
+                if isinstance(cur, DimVar) and cur.id not in seen:
+                    seen.add(cur.id)
+                    todo.append(cur.id)
+        return sorted(seen)
+
     def reaches(self, v: int, targets: set[int]) -> bool:
         """Whether `v` or a variable above it (v <= w <= ...) is one of `targets`."""
         seen, todo = {v}, [v]
