@@ -140,13 +140,15 @@ def close_step(s: SolverState, bounds: Bounds) -> bool:
     two unknown components that carry data is ambiguous: a ShapeError."""
     pending = [c for c in s.stuck() if isinstance(c, ConcatSum)]
     o = Origin("closing shapes: concatenation")
-    # an unknown total or component that an einsum label bounds from above (label >= it)
-    # takes that bound first, as a leaf goes up to its least upper bound: the context
-    # fixes it; guessing the discardable summand first would size it from the data alone
+    # an unknown total or component that a use bounds from above (an einsum label over
+    # it, a pointwise result it broadcasts into) takes that bound first, as a variable
+    # goes up to its least upper bound (seed 002): the context fixes it (seed 004: the
+    # sum is an inequality, not an equation, so the live component is inferred from
+    # context); guessing the discardable summand first would size it from the data alone
     for c in pending:
         for p in (c.total, *c.parts):
             v = s.subst_dim(p)
-            if isinstance(v, DimVar) and v.id in bounds.under_label:
+            if isinstance(v, DimVar):
                 n = bounds.dim_lub(v.id)
                 if n is not None:
                     s.bind_dim(v, Dim(n), o)
