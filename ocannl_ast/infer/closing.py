@@ -134,7 +134,9 @@ def _close_dims(s: SolverState, bounds: Bounds, dims: DimOccs, leaf_dims: set[in
     at_least = bounds.at_least
     # before interiors close to 1: a parameter's dim that nothing bounds, neither itself
     # nor an interior dim above it (an einsum label over it: label >= the operand's axis)
-    used = at_least.keys() | one_bounded_ids(s)
+    # (a size-1 axis computed from size-1 axes bounds what is above it as data of size 1
+    # does: everything above a bounded dim counts as bounded, issue 21)
+    used = set(bounds.above(sorted(at_least.keys() | one_bounded_ids(s))))
     _check_params(dims, [v for v in sorted(leaf_dims)
                          if v in bounds.under_label and not bounds.reaches(v, used)])
     if _unit_excluded(s, bounds, o):

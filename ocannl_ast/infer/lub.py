@@ -87,11 +87,11 @@ class Bounds:
         if cur.beg:
             return cur.known_len
         k = 0
-        while k < len(cur.dims) and self._unit(cur.dims[k]):
+        while k < len(cur.dims) and self.is_unit(cur.dims[k]):
             k += 1
         return len(cur.dims) - k
 
-    def _unit(self, d: DimTerm) -> bool:
+    def is_unit(self, d: DimTerm) -> bool:
         """A size-1 dim, or a variable whose only lower bounds are size-1 axes."""
         if isinstance(d, Dim):
             return d.size == 1
