@@ -47,12 +47,18 @@ def test_conv_after_a_one_channel_conv() -> None:
     lambda: oc.nn.layer_norm(),
     lambda: oc.nn.linear(2),
 ])
-def test_layers_on_data_and_computed_one_feature_inputs_agree(make) -> None:  # noqa: ANN001
+@pytest.mark.parametrize("computed_first", [False, True])
+def test_layers_on_data_and_computed_one_feature_inputs_agree(make, computed_first: bool  # noqa: ANN001
+                                                              ) -> None:
     rng = np.random.default_rng(1)
     data = rng.random((2, 5, 5, 1)).astype(np.float32)
     layer = make()
-    from_data = oc.eval(layer(oc.ndarray(data, batch_axes=1)))
-    computed = oc.eval(layer(oc.ndarray(data, batch_axes=1) * 1.0))
+    if computed_first:  # the layer's params are shaped by the computed input
+        computed = oc.eval(layer(oc.ndarray(data, batch_axes=1) * 1.0))
+        from_data = oc.eval(layer(oc.ndarray(data, batch_axes=1)))
+    else:
+        from_data = oc.eval(layer(oc.ndarray(data, batch_axes=1)))
+        computed = oc.eval(layer(oc.ndarray(data, batch_axes=1) * 1.0))
     assert from_data.shape == computed.shape
     np.testing.assert_allclose(computed, from_data, rtol=1e-5, atol=1e-6)
 
