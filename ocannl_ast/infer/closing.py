@@ -79,10 +79,10 @@ def _close_step(s: SolverState, rows: RowOccs, dims: DimOccs) -> bool:
             fresh = tuple(s.fresh_dim() for _ in range(n))
             s.bind_row(RowVar(v), Row.closed(fresh), o)
         return True
-    dim_lubs = {v: n for v in leaf_dims if (n := bounds.dim_lub(v)) is not None}
+    dim_lubs = {v: d for v in leaf_dims if (d := bounds.lub_dim(v)) is not None}
     if dim_lubs:
-        for v, n in sorted(dim_lubs.items()):
-            s.bind_dim(DimVar(v), Dim(n), o)
+        for v, d in sorted(dim_lubs.items()):
+            s.bind_dim(DimVar(v), d, o)
         return True
     if _close_ambiguous_row_eqs(s, o):
         return True
@@ -147,18 +147,18 @@ def _close_dims(s: SolverState, bounds: Bounds, dims: DimOccs, leaf_dims: set[in
         # 002; v <= n means v is 1 or n), in strata so that a bound above is solved before
         # the dims below it read it: those whose LUB is known, then those a fixed index
         # needs more than 1 of (to their LUB-less minimum); the rest go down to 1
-        lubs = {v: n for v in interior_dims if v in at_least
-                and (n := bounds.dim_lub(v)) is not None}
+        lubs = {v: d for v in interior_dims if v in at_least
+                and (d := bounds.lub_dim(v)) is not None}
         if not lubs:  # also above them: a use never evaluated still bounds them
-            lubs = {w: n for w in bounds.above(interior_dims)
-                    if (n := at_least.get(w, 1)) > 1}
+            lubs = {w: Dim(k) for w in bounds.above(interior_dims)
+                    if (k := at_least.get(w, 1)) > 1}
         for v in sorted(lubs) or interior_dims:
-            s.bind_dim(DimVar(v), Dim(lubs.get(v, 1)), o)
+            s.bind_dim(DimVar(v), lubs.get(v) or bounds.unit(v), o)
         return True
     # a dim below a label that a size-1 operand bounds closes to 1 with it
     _check_params(dims, [v for v in sorted(leaf_dims) if not bounds.reaches(v, used)])
     for v in sorted(dims):
-        s.bind_dim(DimVar(v), Dim(at_least.get(v, 1)), o)
+        s.bind_dim(DimVar(v), bounds.unit(v, at_least.get(v, 1)), o)
     return bool(dims)
 
 

@@ -149,9 +149,9 @@ def close_step(s: SolverState, bounds: Bounds) -> bool:
         for p in (c.total, *c.parts):
             v = s.subst_dim(p)
             if isinstance(v, DimVar):
-                n = bounds.dim_lub(v.id)
+                n = bounds.lub_dim(v.id)
                 if n is not None:
-                    s.bind_dim(v, Dim(n), o)
+                    s.bind_dim(v, n, o)
                     return True
     if close_units(s, bounds):
         return True

@@ -31,6 +31,13 @@ class Bounds:
         #: dim vars bounded from below by something other than a size-1 axis
         self.lower_bounded: set[int] = set()
         self.one_bounded = one_bounded_ids(s)
+        #: dim var -> basis of the size-1 axes below it (None: they disagree)
+        self.unit_basis: dict[int, str | None] = {}
+        for var, lbl in s.unit_basis.values():
+            d = s.subst_dim(var)
+            if isinstance(d, DimVar):
+                old = self.unit_basis.get(d.id, lbl)
+                self.unit_basis[d.id] = lbl if old == lbl else None
         for c in s.stuck():
             match c:
                 case RowIneq():
@@ -103,20 +110,34 @@ class Bounds:
         inequalities (v <= w <= 3); two different ones collapse it to 1. Collected over
         the whole upward graph, so the answer does not depend on the order of the
         constraints (a visited variable must not hide a bound reachable another way)."""
-        found: set[int] = set()
-        seen = {v}
-        todo = [v]
-        while todo:
-            for cur in self.dims_above.get(todo.pop(), ()):
-                if isinstance(cur, Dim) and cur.size > 1:
-                    found.add(cur.size)
-                elif isinstance(cur, DimVar) and cur.id not in seen:
-                    seen.add(cur.id)
-                    todo.append(cur.id)
-        if not found:
-            return None
-        return found.pop() if len(found) == 1 else 1
+        d = self.lub_dim(v)
+        return None if d is None else d.size
 
+    def lub_dim(self, v: int) -> Dim | None:
+        """`dim_lub` as a dim with the basis the bounds agree on (seeds 000/001: a ground
+        dimension is a size and a basis; closing must not drop a known basis)."""
+        found: set[Dim] = set()
+        for w in self.above([v]):
+            found.update(c for c in self.dims_above.get(w, ()) if isinstance(c, Dim)
+                         and c.size > 1)
+        sizes = {d.size for d in found}
+        if not sizes:
+            return None
+        if len(sizes) > 1:
+            return Dim(1)
+        labels = {d.label for d in found if d.label is not None}
+        return Dim(sizes.pop(), labels.pop() if len(labels) == 1 else None)
+
+    def unit_label(self, v: int) -> str | None:
+        """The basis of a dim closing to 1: the one basis of the labelled size-1 axes that
+        bound it or a dim above it from below (`{hey} @ x_q + y_p`: hey's dims close to
+        `q=1` and `p=1`), None when there is none or they disagree."""
+        labels = {self.unit_basis[w] for w in self.above([v]) if w in self.unit_basis}
+        return labels.pop() if len(labels) == 1 else None
+
+    def unit(self, v: int, n: int = 1) -> Dim:
+        """The dim `v` closes to when guessed `n` (a basis only for 1)."""
+        return Dim(n, self.unit_label(v) if n == 1 else None)
 
     def above(self, vs: list[int]) -> list[int]:
         """`vs` and every dim variable above them (v <= w <= ...), sorted."""

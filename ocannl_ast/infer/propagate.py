@@ -129,6 +129,10 @@ def _affine_eq(s: SolverState, a: AffineDim, size: int, o: Origin) -> bool:
 def _dim_ineq(s: SolverState, cur: DimTerm, subr: DimTerm, o: Origin) -> bool:
     if isinstance(subr, Dim) and subr.size == 1 and isinstance(cur, DimVar):
         s.put(s.one_bounded, cur.id, cur)
+        if subr.label is not None:  # two different bases below: none to keep (None)
+            seen = s.unit_basis.get(cur.id)
+            lbl = subr.label if seen is None or seen[1] == subr.label else None
+            s.put(s.unit_basis, cur.id, (cur, lbl))
         return True
     if isinstance(subr, Dim) and subr.size == 1 or cur == subr:
         return True

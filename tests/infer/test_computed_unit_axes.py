@@ -48,7 +48,7 @@ def test_conv_after_a_one_channel_conv() -> None:
     lambda: oc.nn.linear(2),
 ])
 @pytest.mark.parametrize("computed_first", [False, True])
-def test_layers_on_data_and_computed_one_feature_inputs_agree(make, computed_first: bool  # noqa: ANN001
+def test_layers_on_data_and_computed_one_feature_inputs_agree(make, computed_first: bool
                                                               ) -> None:
     rng = np.random.default_rng(1)
     data = rng.random((2, 5, 5, 1)).astype(np.float32)
