@@ -132,6 +132,8 @@ class Bounds:
         """The basis of a dim closing to 1: the one basis of the labelled size-1 axes that
         bound it or a dim above it from below (`{hey} @ x_q + y_p`: hey's dims close to
         `q=1` and `p=1`), None when there is none or they disagree."""
+        if not self.unit_basis:
+            return None
         labels = {self.unit_basis[w] for w in self.above([v]) if w in self.unit_basis}
         return labels.pop() if len(labels) == 1 else None
 
