@@ -93,3 +93,27 @@ def test_linear_one_keeps_its_axis_under_a_loss() -> None:
     assert str(pred.shape) == "8|1"
     (w,) = [p for p in loss.params() if p.name.endswith("w")]
     assert str(w.shape) == "3->1"
+
+
+def test_conv_net_dense_head_shapes_under_cross_entropy() -> None:
+    """The issue's conv net: the dense head's weights are `4,4,16->10` with the loss."""
+    rng = np.random.default_rng(0)
+    img = oc.ndarray(rng.random((8, 16, 16, 1)).astype(np.float32), batch_axes=1)
+    labels = oc.ndarray(rng.integers(0, 10, (8,)).astype(np.float32), batch_axes=1)
+    h = oc.nn.max_pool2d(2)(oc.relu(oc.nn.conv2d(8, 3)(img)))
+    h = oc.nn.max_pool2d(2)(oc.relu(oc.nn.conv2d(16, 3)(h)))
+    logits = oc.nn.linear(10)(h)
+    loss = oc.nn.cross_entropy(logits, oc.nn.one_hot(labels, 10))
+    oc.infer_shapes(loss)
+    assert str(logits.shape) == "8|10"
+    shapes = {p.name.rsplit(".", 1)[-1]: str(p.shape) for p in loss.params()
+              if p.name.startswith("linear")}
+    assert shapes == {"w": "4,4,16->10", "b": "10"}
+    # the loss is the mean over the batch of -log softmax at the label: check by NumPy
+    ctx = oc.Context()
+    ctx.compile(loss.forward_all())()
+    z = ctx.get(logits).astype(np.float64)
+    lsm = z - z.max(axis=1, keepdims=True)
+    lsm -= np.log(np.exp(lsm).sum(axis=1, keepdims=True))
+    want = -lsm[np.arange(8), ctx.get(labels).astype(int)].mean()
+    np.testing.assert_allclose(ctx.get(loss).reshape(()), want, rtol=1e-4)
