@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from ..errors import ShapeError
 from . import concat
-from .constraints import Origin
+from .constraints import Origin, RowEq
 from .lub import Bounds, one_bounded_ids
 from .terms import Dim, DimVar, Row, RowVar, dim_vars
 
@@ -79,10 +79,12 @@ def _close_step(s: SolverState, rows: RowOccs, dims: DimOccs) -> bool:
             fresh = tuple(s.fresh_dim() for _ in range(n))
             s.bind_row(RowVar(v), Row.closed(fresh), o)
         return True
-    dim_lubs = {v: n for v in leaf_dims if (n := bounds.dim_lub(v)) is not None}
+    dim_lubs = {v: d for v in leaf_dims if (d := bounds.lub_dim(v)) is not None}
     if dim_lubs:
-        for v, n in sorted(dim_lubs.items()):
-            s.bind_dim(DimVar(v), Dim(n), o)
+        for v, d in sorted(dim_lubs.items()):
+            s.bind_dim(DimVar(v), d, o)
+        return True
+    if _close_ambiguous_row_eqs(s, o):
         return True
     interior_rows = sorted(set(rows) - leaf_rows)
     if interior_rows:
@@ -95,6 +97,24 @@ def _close_step(s: SolverState, rows: RowOccs, dims: DimOccs) -> bool:
     if concat.close_step(s, bounds):  # the empty summand (0) before the broadcast unit (1)
         return True
     return _close_dims(s, bounds, dims, leaf_dims, o)
+
+
+def _close_ambiguous_row_eqs(s: SolverState, o: Origin) -> bool:
+    """An equation of two open rows that waits on their overlap (`h ++ ..c..` vs
+    `..r.. ++ 3,4,2`, see `infer.propagate._row_eq_open`): the row variable on the side
+    with more known axes closes to no more axes first (the other way round could not
+    fit), so `h` binds to the first real axis rather than to an invented one."""
+    for c in s.stuck():
+        if not isinstance(c, RowEq):
+            continue
+        a, b = s.subst_row(c.a), s.subst_row(c.b)
+        if a.var is None or b.var is None or a.var == b.var:
+            continue
+        longer = a if a.known_len >= b.known_len else b
+        assert longer.var is not None
+        s.bind_row(longer.var, Row.closed(()), o)
+        return True
+    return False
 
 
 def _close_leaf_rows_empty(s: SolverState, leaf_rows: list[int], rows: RowOccs, o: Origin) -> None:
@@ -114,21 +134,47 @@ def _close_dims(s: SolverState, bounds: Bounds, dims: DimOccs, leaf_dims: set[in
     at_least = bounds.at_least
     # before interiors close to 1: a parameter's dim that nothing bounds, neither itself
     # nor an interior dim above it (an einsum label over it: label >= the operand's axis)
-    used = at_least.keys() | one_bounded_ids(s)
+    # (a size-1 axis computed from size-1 axes bounds what is above it as data of size 1
+    # does: everything above a bounded dim counts as bounded, issue 21)
+    used = set(bounds.above(sorted(at_least.keys() | one_bounded_ids(s))))
     _check_params(dims, [v for v in sorted(leaf_dims)
                          if v in bounds.under_label and not bounds.reaches(v, used)])
+    if _unit_excluded(s, bounds, o):
+        return True
     interior_dims = sorted(set(dims) - leaf_dims)
     if interior_dims:
-        for v in interior_dims:
-            # v <= n means v is 1 or n; a fixed index needing more than 1 forces n
-            n = Bounds(s).dim_lub(v) if at_least.get(v, 1) > 1 else None
-            s.bind_dim(DimVar(v), Dim(n if n is not None else at_least.get(v, 1)), o)
+        # a dim a fixed index bounds from below closes to its least upper bound (seed
+        # 002; v <= n means v is 1 or n), in strata so that a bound above is solved before
+        # the dims below it read it: those whose LUB is known, then those a fixed index
+        # needs more than 1 of (to their LUB-less minimum); the rest go down to 1
+        lubs = {v: d for v in interior_dims if v in at_least
+                and (d := bounds.lub_dim(v)) is not None}
+        if not lubs:  # also above them: a use never evaluated still bounds them
+            lubs = {w: Dim(k) for w in bounds.above(interior_dims)
+                    if (k := at_least.get(w, 1)) > 1}
+        for v in sorted(lubs) or interior_dims:
+            s.bind_dim(DimVar(v), lubs.get(v) or bounds.unit(v), o)
         return True
     # a dim below a label that a size-1 operand bounds closes to 1 with it
     _check_params(dims, [v for v in sorted(leaf_dims) if not bounds.reaches(v, used)])
     for v in sorted(dims):
-        s.bind_dim(DimVar(v), Dim(at_least.get(v, 1)), o)
+        s.bind_dim(DimVar(v), bounds.unit(v, at_least.get(v, 1)), o)
     return bool(dims)
+
+
+def _unit_excluded(s: SolverState, bounds: Bounds, o: Origin) -> bool:
+    """Before any dim is guessed: `v >= w` where a fixed index needs more than one
+    position of `w` means `w` cannot be the broadcasting 1, so `v == w` (seed 002: a
+    variable closes to its bounds before it is guessed; guessing `v` to 1 first would
+    contradict `w`). Returns whether it bound anything."""
+    for w, n in sorted(bounds.at_least.items()):
+        if n <= 1:
+            continue
+        for cur in bounds.dims_above.get(w, ()):
+            if isinstance(cur, DimVar) and cur.id != w:
+                s.bind_dim(cur, DimVar(w), o)
+                return True
+    return False
 
 
 def _check_params(dims: DimOccs, undetermined: list[int]) -> None:

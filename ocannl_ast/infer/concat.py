@@ -140,17 +140,21 @@ def close_step(s: SolverState, bounds: Bounds) -> bool:
     two unknown components that carry data is ambiguous: a ShapeError."""
     pending = [c for c in s.stuck() if isinstance(c, ConcatSum)]
     o = Origin("closing shapes: concatenation")
-    # an unknown total or component that an einsum label bounds from above (label >= it)
-    # takes that bound first, as a leaf goes up to its least upper bound: the context
-    # fixes it; guessing the discardable summand first would size it from the data alone
+    # an unknown total or component that a use bounds from above (an einsum label over
+    # it, a pointwise result it broadcasts into) takes that bound first, as a variable
+    # goes up to its least upper bound (seed 002): the context fixes it (seed 004: the
+    # sum is an inequality, not an equation, so the live component is inferred from
+    # context); guessing the discardable summand first would size it from the data alone
     for c in pending:
         for p in (c.total, *c.parts):
             v = s.subst_dim(p)
-            if isinstance(v, DimVar) and v.id in bounds.under_label:
-                n = bounds.dim_lub(v.id)
+            if isinstance(v, DimVar):
+                n = bounds.lub_dim(v.id)
                 if n is not None:
-                    s.bind_dim(v, Dim(n), o)
+                    s.bind_dim(v, n, o)
                     return True
+    if close_units(s, bounds):
+        return True
     for c in pending:
         for p, flag in zip(c.parts, c.discardable, strict=True):
             v = s.subst_dim(p)
@@ -164,9 +168,30 @@ def close_step(s: SolverState, bounds: Bounds) -> bool:
             raise ShapeError(f"{c.origin.describe()}: cannot tell how the concatenated axis "
                              f"splits between components {names}; give their sizes "
                              "(e.g. an integer component such as 3^b)", c.origin.span)
-        for p in c.parts:
+    # the innermost first: a component that is itself the total of another pending sum
+    # is sized by that sum's components, not guessed
+    totals = {t.id for c in pending if isinstance(t := s.subst_dim(c.total), DimVar)}
+    unknown = [v for c in pending for p in c.parts if isinstance(v := s.subst_dim(p), DimVar)]
+    inner = [v for v in unknown if v.id not in totals]
+    for v in inner or unknown:
+        s.bind_dim(v, Dim(1), o)
+        return True
+    return False
+
+
+def close_units(s: SolverState, bounds: Bounds) -> bool:
+    """A pending sum's unknown total or component that is a computed size-1 axis (a
+    pointwise result of size-1 axes: only size-1 axes bound it from below, and no use
+    bounds it from above) is 1, as data of size 1 would be, before any guess (issue 21:
+    a value's meaning must not depend on whether its size-1 axis came from data or from
+    an operation)."""
+    o = Origin("closing shapes: concatenation")
+    for c in s.stuck():
+        if not isinstance(c, ConcatSum):
+            continue
+        for p in (c.total, *c.parts):
             v = s.subst_dim(p)
-            if isinstance(v, DimVar):
+            if isinstance(v, DimVar) and bounds.is_unit(v) and bounds.dim_lub(v.id) is None:
                 s.bind_dim(v, Dim(1), o)
                 return True
     return False

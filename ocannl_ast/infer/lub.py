@@ -28,6 +28,16 @@ class Bounds:
         self.dims_above: dict[int, list[DimTerm]] = {}  #: subr var -> curs
         self.at_least: dict[int, int] = {}  #: dim var -> positions a fixed index needs
         self.under_label: set[int] = set()  #: dim vars an einsum label bounds from above
+        #: dim vars bounded from below by something other than a size-1 axis
+        self.lower_bounded: set[int] = set()
+        self.one_bounded = one_bounded_ids(s)
+        #: dim var -> basis of the size-1 axes below it (None: they disagree)
+        self.unit_basis: dict[int, str | None] = {}
+        for var, lbl in s.unit_basis.values():
+            d = s.subst_dim(var)
+            if isinstance(d, DimVar):
+                old = self.unit_basis.get(d.id, lbl)
+                self.unit_basis[d.id] = lbl if old == lbl else None
         for c in s.stuck():
             match c:
                 case RowIneq():
@@ -41,17 +51,28 @@ class Bounds:
                         self.dims_above.setdefault(d.id, []).append(s.subst_dim(c.cur))
                         if c.label:
                             self.under_label.add(d.id)
+                    up = s.subst_dim(c.cur)
+                    if isinstance(up, DimVar) and d != Dim(1):
+                        self.lower_bounded.add(up.id)
                 case DimAtLeast():
                     d = s.subst_dim(c.d)
                     if isinstance(d, DimVar):
+                        self.lower_bounded.add(d.id)
                         self.at_least[d.id] = max(self.at_least.get(d.id, 1), c.n)
                 case _:
                     pass
 
-    def row_lub_len(self, v: int, seen: frozenset[int] = frozenset()) -> int | None:
+    def row_lub_len(self, v: int, seen: frozenset[int] = frozenset(),
+                    beyond: bool = False) -> int | None:
         """How many axes a leaf row variable takes when closed upward: the fewest its upper
         bounds allow, through chains of open rows (their known axes count; a row with none
-        and nothing above it sets no bound)."""
+        and nothing above it sets no bound).
+
+        Past the first open row with known axes (`beyond`), a size-1 axis next to the row
+        variable (a size-1 dim, or a variable only size-1 axes bound from below) does not
+        count: it is an axis broadcasting added above that row (a `0.0 * t` of a loss's
+        mean), not one the leaf must fill. Counting it would give a parameter a phantom
+        size-1 axis depending on which uses follow it (issue 21)."""
         best: int | None = None
         for cur, sub in self.rows_above.get(v, ()):
             if cur.var is None:
@@ -59,33 +80,76 @@ class Bounds:
             elif cur.var.id in seen or cur.var.id == v:
                 continue
             else:
-                up = self.row_lub_len(cur.var.id, seen | {v})
-                if up is None and cur.known_len == 0:
+                k = self._counted(cur) if beyond else cur.known_len
+                up = self.row_lub_len(cur.var.id, seen | {v}, beyond or cur.known_len > 0)
+                if up is None and k == 0:
                     continue  # an unbounded row above: it will grow to fit, no bound here
-                n = cur.known_len + (up or 0)
+                n = k + (up or 0)
             n -= sub.known_len
             best = n if best is None else min(best, n)
         return None if best is None else max(best, 0)
+
+    def _counted(self, cur: Row) -> int:
+        """Known axes of an open row, less the size-1 axes next to its row variable."""
+        if cur.beg:
+            return cur.known_len
+        k = 0
+        while k < len(cur.dims) and self.is_unit(cur.dims[k]):
+            k += 1
+        return len(cur.dims) - k
+
+    def is_unit(self, d: DimTerm) -> bool:
+        """A size-1 dim, or a variable whose only lower bounds are size-1 axes."""
+        if isinstance(d, Dim):
+            return d.size == 1
+        return (isinstance(d, DimVar) and d.id in self.one_bounded
+                and d.id not in self.lower_bounded)
 
     def dim_lub(self, v: int) -> int | None:
         """Least upper bound of a dim variable: the dims > 1 reachable upward through the
         inequalities (v <= w <= 3); two different ones collapse it to 1. Collected over
         the whole upward graph, so the answer does not depend on the order of the
         constraints (a visited variable must not hide a bound reachable another way)."""
-        found: set[int] = set()
-        seen = {v}
-        todo = [v]
+        d = self.lub_dim(v)
+        return None if d is None else d.size
+
+    def lub_dim(self, v: int) -> Dim | None:
+        """`dim_lub` as a dim with the basis the bounds agree on (seeds 000/001: a ground
+        dimension is a size and a basis; closing must not drop a known basis)."""
+        found: set[Dim] = set()
+        for w in self.above([v]):
+            found.update(c for c in self.dims_above.get(w, ()) if isinstance(c, Dim)
+                         and c.size > 1)
+        sizes = {d.size for d in found}
+        if not sizes:
+            return None
+        if len(sizes) > 1:
+            return Dim(1)
+        labels = {d.label for d in found if d.label is not None}
+        return Dim(sizes.pop(), labels.pop() if len(labels) == 1 else None)
+
+    def unit_label(self, v: int) -> str | None:
+        """The basis of a dim closing to 1: the one basis of the labelled size-1 axes that
+        bound it or a dim above it from below (`{hey} @ x_q + y_p`: hey's dims close to
+        `q=1` and `p=1`), None when there is none or they disagree."""
+        if not self.unit_basis:
+            return None
+        labels = {self.unit_basis[w] for w in self.above([v]) if w in self.unit_basis}
+        return labels.pop() if len(labels) == 1 else None
+
+    def unit(self, v: int, n: int = 1) -> Dim:
+        """The dim `v` closes to when guessed `n` (a basis only for 1)."""
+        return Dim(n, self.unit_label(v) if n == 1 else None)
+
+    def above(self, vs: list[int]) -> list[int]:
+        """`vs` and every dim variable above them (v <= w <= ...), sorted."""
+        seen, todo = set(vs), list(vs)
         while todo:
             for cur in self.dims_above.get(todo.pop(), ()):
-                if isinstance(cur, Dim) and cur.size > 1:
-                    found.add(cur.size)
-                elif isinstance(cur, DimVar) and cur.id not in seen:
+                if isinstance(cur, DimVar) and cur.id not in seen:
                     seen.add(cur.id)
                     todo.append(cur.id)
-        if not found:
-            return None
-        return found.pop() if len(found) == 1 else 1
-
+        return sorted(seen)
 
     def reaches(self, v: int, targets: set[int]) -> bool:
         """Whether `v` or a variable above it (v <= w <= ...) is one of `targets`."""

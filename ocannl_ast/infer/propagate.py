@@ -43,8 +43,7 @@ def process(s: SolverState, c: Constraint) -> bool:
         case DimIneq(cur=a, subr=b, origin=o):
             return _dim_ineq(s, s.subst_dim(a), s.subst_dim(b), o)
         case RowEq(a=a, b=b, origin=o):
-            _row_eq(s, _rank_checked(s, a, o), _rank_checked(s, b, o), o)
-            return True
+            return _row_eq(s, _rank_checked(s, a, o), _rank_checked(s, b, o), o)
         case RowIneq(cur=a, subr=b, origin=o):
             return _row_ineq(s, _rank_checked(s, a, o), _rank_checked(s, b, o), o)
         case RowBcast(cur=a, subr=b, origin=o):
@@ -130,6 +129,10 @@ def _affine_eq(s: SolverState, a: AffineDim, size: int, o: Origin) -> bool:
 def _dim_ineq(s: SolverState, cur: DimTerm, subr: DimTerm, o: Origin) -> bool:
     if isinstance(subr, Dim) and subr.size == 1 and isinstance(cur, DimVar):
         s.put(s.one_bounded, cur.id, cur)
+        if subr.label is not None:  # two different bases below: none to keep (None)
+            seen = s.unit_basis.get(cur.id)
+            lbl = subr.label if seen is None or seen[1] == subr.label else None
+            s.put(s.unit_basis, cur.id, (cur, lbl))
         return True
     if isinstance(subr, Dim) and subr.size == 1 or cur == subr:
         return True
@@ -150,19 +153,21 @@ def _dim_ineq(s: SolverState, cur: DimTerm, subr: DimTerm, o: Origin) -> bool:
     return False
 
 
-def _row_eq(s: SolverState, a: Row, b: Row, o: Origin) -> None:
+def _row_eq(s: SolverState, a: Row, b: Row, o: Origin) -> bool:
+    """False (stuck) only for two open rows whose alignment is ambiguous (see
+    `_row_eq_open`)."""
     if a.var is None and b.var is None:
         if len(a.dims) != len(b.dims):
             raise conflict(o, f"rank mismatch: {len(a.dims)} vs {len(b.dims)} axes")
         s.queue.extend(DimEq(x, y, o) for x, y in zip(a.dims, b.dims, strict=True))
-        return
+        return True
     if a.var is None:
         a, b = b, a
     if b.var is None:
         assert a.var is not None
         _row_eq_closed(s, a, a.var, b.dims, o)
-        return
-    _row_eq_open(s, a, b, o)
+        return True
+    return _row_eq_open(s, a, b, o)
 
 
 def _row_eq_closed(s: SolverState, a: Row, var: RowVar, dims: tuple[DimTerm, ...],
@@ -176,7 +181,14 @@ def _row_eq_closed(s: SolverState, a: Row, var: RowVar, dims: tuple[DimTerm, ...
     s.bind_row(var, Row.closed(dims[nb:len(dims) - ne]), o)
 
 
-def _row_eq_open(s: SolverState, a: Row, b: Row, o: Origin) -> None:
+def _row_eq_open(s: SolverState, a: Row, b: Row, o: Origin) -> bool:
+    """Two open rows. When one has axes left of its row variable that the other's
+    variable would have to hold while the other has axes right of it the first's would
+    hold (`h ++ ..c..` vs `..r.. ++ 3,4,2`), how the two overlap is not known: `h` may be
+    the first of `3,4,2` or an axis of its own. Splitting a row variable to make room
+    would invent an axis, so the equation waits (stuck) until a row variable is bound;
+    closing binds the one whose row has more known axes to no more axes (seed 002's
+    closing, `ambiguous_row_eqs`)."""
     assert a.var is not None and b.var is not None
     nb = min(len(a.beg), len(b.beg))
     ne = min(len(a.dims), len(b.dims))
@@ -188,13 +200,17 @@ def _row_eq_open(s: SolverState, a: Row, b: Row, o: Origin) -> None:
     if a.var.id == b.var.id:
         if eb1 or eb2 or ed1 or ed2:
             raise conflict(o, "row-rank cycle: a row equated with itself plus more axes")
-        return
+        return True
     if not (eb1 or eb2 or ed1 or ed2):
         s.bind_row(a.var, Row.open(b.var), o)
-        return
+        return True
+    if (eb1 and ed2) or (eb2 and ed1):
+        s.stash(RowEq(Row(eb1, a.var, ed1), Row(eb2, b.var, ed2), o))
+        return True
     w = s.fresh_row()
     s.bind_row(a.var, Row.open(w, eb2, ed2), o)
     s.bind_row(b.var, Row.open(w, eb1, ed1), o)
+    return True
 
 
 def _row_ineq(s: SolverState, cur: Row, subr: Row, o: Origin) -> bool:

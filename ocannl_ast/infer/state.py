@@ -46,6 +46,9 @@ class SolverState:
         #: dims bounded from below by a size-1 axis only (`d >= 1`): no other bound closes
         #: them to 1 (seed 002), where an unconstrained parameter dim is an error
         self.one_bounded: dict[int, DimVar] = {}
+        #: the basis of the labelled size-1 axes bounding a dim from below (seeds 000/001:
+        #: a dim that closes to 1 against them keeps it; None: they disagree)
+        self.unit_basis: dict[int, tuple[DimVar, str | None]] = {}
         self._steps = 0
         #: undo log of the running `add` / `close`: a failed call leaves no trace
         self._trail: list[tuple[dict[Any, Any], Any, Any]] | None = None
@@ -87,9 +90,10 @@ class SolverState:
         for key, cids in small._watch.items():
             big._watch[key] = big._watch.get(key, frozenset()) | cids
         big.one_bounded.update(small.one_bounded)
+        big.unit_basis.update(small.unit_basis)
         big._owned |= small._owned
         small.dims, small.rows, small._stuck, small._watch = {}, {}, {}, {}
-        small.one_bounded, small._owned = {}, set()
+        small.one_bounded, small.unit_basis, small._owned = {}, {}, set()
         small._parent = big
         return big
 
