@@ -17,6 +17,7 @@ from .errors import ArgumentError, ShapeError
 from .infer.terms import dim_size
 from .rewrite import make_decorator
 from .tensor import validate
+from .tensor.init_strategies import normal
 from .tensor.leaves import param
 from .tensor.node import Tensor
 from .tensor.ops import concat, cos, einsum, exp, sin, stop_gradient
@@ -37,14 +38,15 @@ _TO_EVEN, _TO_ODD = "..b..|s,i => ..b..|s,2*i", "..b..|s,i => ..b..|s,2*i+1"
 def positional_embedding(max_len):
     """A learned position table: `layer(x)`, x of shape `batch|s,f` with `s <= max_len`,
     is `x + table[:s]`. The table `pos_table` has input axis `max_len` and output axis `f`
-    (inferred from x), stored as (f, max_len), as `oc.nn.embedding`'s table.
+    (inferred from x), stored as (f, max_len), as `oc.nn.embedding`'s table, and starts as
+    that table does (as `torch.nn.Embedding`): normal with mean 0 and std 1.
 
     Example: ``h = oc.nn.positional_embedding(64)(oc.nn.embedding(vocab, 32)(ids))``."""
     if not validate.is_int(max_len) or max_len <= 0:
         validate.fail(ArgumentError, "positional_embedding: max_len must be a positive int, "
                                      f"got {validate.describe(max_len)}")
     # made after the check (an inline declaration would be hoisted above it)
-    table = param("pos_table", input_dims=[max_len])
+    table = param("pos_table", input_dims=[max_len], init=normal(1.0))
 
     def layer(x):
         validate.check_tensor("positional_embedding", "x", x)
