@@ -13,6 +13,7 @@ Run: `.venv/bin/python benchmarks/bench_convnet.py [--quick]` (or benchmarks/run
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -21,6 +22,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import bench_matmul
 from common import Row, measure_all, print_table, ratio_row
 
 import ocannl_ast as oc
@@ -133,14 +135,17 @@ def run(quick: bool = False) -> list[Row]:
     finally:
         torch.set_num_threads(threads)
     flops = conv_flops(size)
+    n, mm_gflops = bench_matmul.matmul_gflops(quick)
+    got = flops / t["ocannl_ast"].median / 1e9
     return [
         Row(g, "first 3 losses vs torch (max rel. diff)", f"{worst:.2g}", "<= 1e-4", True),
         Row(g, "ocannl_ast step, 1 thread", t["ocannl_ast"].show("ms")),
         Row(g, "torch eager step, 1 thread", t["torch eager"].show("ms")),
         ratio_row(g, "ocannl / torch eager, 1 thread", t["ocannl_ast"].median /
                   t["torch eager"].median, at_most=TARGET),
-        Row(g, "ocannl achieved GFLOP/s (model FLOPs)",
-            f"{flops / t['ocannl_ast'].median / 1e9:.3g}"),
+        Row(g, "ocannl achieved GFLOP/s (model FLOPs), 1 thread", f"{got:.3g}"),
+        ratio_row(g, f"achieved / matmul n={n} GFLOP/s (aim >= 0.5)", got / mm_gflops),
+        Row(g, "load average (1, 5, 15 min)", " ".join(f"{x:.2f}" for x in os.getloadavg())),
     ]
 
 

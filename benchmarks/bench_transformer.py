@@ -12,6 +12,7 @@ Run: `.venv/bin/python benchmarks/bench_transformer.py [--quick]` (or benchmarks
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import sys
@@ -25,6 +26,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import bench_matmul
 import transformer_model as tm
 from common import Row, Stat, WorkerTimeout, measure_all, print_table, ratio_row, run_worker
 
@@ -127,7 +129,8 @@ def run(quick: bool = False) -> list[Row]:
         rows += gflops_rows(cfg, t1["ocannl"].median, quick)
         rows += compile_rows(quick)
         rows += memory_rows(ctx1, oc1.params)  # type: ignore[attr-defined]
-        tc = compiled_torch(cfg, ws)
+        tc = ("skipped in --quick (torch.compile takes tens of seconds)" if quick
+              else compiled_torch(cfg, ws))
         if isinstance(tc, str):
             rows.append(Row(G, "ocannl / torch.compile, 1 thread", tc, "<= 0.8x"))
         else:
@@ -138,6 +141,10 @@ def run(quick: bool = False) -> list[Row]:
             rows.append(Row(G, "torch.compile step, 1 thread", tcs["torch.compile"].show("ms")))
             rows.append(ratio_row(G, "ocannl / torch.compile, 1 thread", tcs["ocannl"].median
                                   / tcs["torch.compile"].median, at_most=0.8))
+        rows.append(Row(G, "ocannl / jax.jit, 1 thread",
+                        "skipped: jax is not installed (not a dependency)"
+                        if importlib.util.find_spec("jax") is None
+                        else "skipped: no jax port of the model yet", "<= 0.8x"))
         torch.set_num_threads(2)
         oc2, _, _ = ours(cfg, 2, ws)
         te2 = tm.torch_step(cfg, *tm.data(cfg), ws)
@@ -159,13 +166,7 @@ def pair_rows(label: str, t: dict[str, Stat], target: float) -> list[Row]:
 
 
 def gflops_rows(cfg: tm.Config, step_s: float, quick: bool) -> list[Row]:
-    import bench_matmul
-
-    n = 64 if quick else 256
-    case: bench_matmul.Case = ("ij;jk=>ik", (n, n), (n, n), None, None)
-    mm = measure_all({"mm": bench_matmul.ocannl_matmul(case)}, rounds=3 if quick else 5,
-                     round_s=0.01 if quick else 0.1)["mm"].median
-    mm_gflops = 2.0 * n ** 3 / mm / 1e9
+    n, mm_gflops = bench_matmul.matmul_gflops(quick)
     got = tm.flops_per_step(cfg) / step_s / 1e9
     return [Row(G, "ocannl achieved GFLOP/s (model FLOPs), 1 thread", f"{got:.3g}"),
             Row(G, f"ocannl matmul n={n} GFLOP/s, 1 thread", f"{mm_gflops:.3g}"),
