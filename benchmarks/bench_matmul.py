@@ -141,3 +141,13 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def matmul_gflops(quick: bool) -> tuple[int, float]:
+    """(n, GFLOP/s) of ocannl_ast's float32 n x n matmul at 1 thread: the yardstick of the
+    model benchmarks' achieved GFLOP/s."""
+    n = 64 if quick else 256
+    case: Case = ("ij;jk=>ik", (n, n), (n, n), None, None)
+    t = measure_all({"mm": ocannl_matmul(case)}, rounds=3 if quick else 5,
+                    round_s=0.01 if quick else 0.1)["mm"].median
+    return n, 2.0 * n ** 3 / t / 1e9

@@ -22,16 +22,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_compile
 import bench_conv
+import bench_convnet
 import bench_cuda
 import bench_import
 import bench_matmul
 import bench_moons_step
+import bench_transformer
 from common import Row, print_table
 
 BENCHMARKS: dict[str, Callable[[bool], list[Row]]] = {
     "moons": bench_moons_step.run,
     "matmul": bench_matmul.run,
     "conv": bench_conv.run,
+    "transformer": bench_transformer.run,
+    "convnet": bench_convnet.run,
     "compile": bench_compile.run,
     "import": bench_import.run,
     "cuda": bench_cuda.run,
@@ -65,6 +69,7 @@ def main(argv: list[str] | None = None) -> list[Row]:
           f" -- {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
           f"Python {platform.python_version()}")
     print_table(rows)
+    print("load average (1, 5, 15 min): " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
     targets = [r for r in rows if r.met is not None]
     if targets:
         print(f"\n{sum(1 for r in targets if r.met)}/{len(targets)} targets met")

@@ -40,6 +40,12 @@ def reorder() -> bool:
     return _on("REORDER", True)
 
 
+def libm() -> bool:
+    """``OCANNL_AST_LIBM=1``: the C backend calls libm's exp, log, tanh instead of its own
+    vectorizable versions (`backends/c_math.py`; their error bounds: docs/generated_code.md)."""
+    return _on("LIBM", False)
+
+
 def debug() -> bool:
     """``OCANNL_AST_DEBUG=1``: the decorators re-raise internal errors unwrapped."""
     return _on("DEBUG", False)

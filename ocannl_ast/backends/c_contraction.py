@@ -5,7 +5,10 @@ Stage: rendering (hooked into `c_renderer.CRenderer.for_loop`). Input: a `ForLoo
 verified `LoopProgram`. Recognised nests (`x`, `y` the two factors, `c` the result):
 
 - ``for outer: { acc = 0; for red: acc = acc + x[..] * y[..]; c[..] = acc }``, the store
-  also as ``c[..] = c[..] + acc`` (then it accumulates);
+  also as ``c[..] = c[..] + acc`` (then it accumulates), and the accumulation starting
+  from the cell, ``acc = c[..]; for red: acc = acc + x * y; c[..] = acc`` (the `=+` of
+  input gradients and of every gradient several readers add into: it accumulates too,
+  the kernel adding the sum to the cell once instead of each product in turn);
 - ``for all: c[..] = c[..] + x[..] * y[..]`` (the loops `c` does not use are summed);
 
 and the product may have a third factor over the symbols of one side (``oc.nn.conv2d``'s
@@ -23,6 +26,7 @@ kernel's definitions and `-fopenmp` when some call is large enough to use thread
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from collections.abc import Callable
@@ -126,6 +130,9 @@ class Plan:
     m: tuple[Loop, ...]
     n: tuple[Loop, ...]
     k: tuple[Loop, ...]
+    #: a third factor over M, N and batch only (no K): it scales each result cell after
+    #: the call (``c = e * sum x y``), e.g. the ones tensor of attention's output projection
+    scale: Access | None = None
 
     def work(self) -> int:
         return math.prod(e for _, e in (*self.m, *self.n, *self.k))
@@ -186,11 +193,15 @@ def _match_local(loop: ForLoop) -> tuple[ReductionNest, SetCell, Expr, bool] | N
     if red is None:
         return None
     init = red.init
+    term = _sum_with(red.step, lambda t: t == GetLocal(red.acc))
+    if term is None:
+        return None
+    if init == Get(red.store.buffer, red.store.index) and red.store.value == GetLocal(red.acc):
+        return red, red.store, term, True  # acc = c[i]; acc += ...; c[i] = acc: c += sum
     if not (isinstance(init, Const) and init.value == 0.0 and math.copysign(1, init.value) > 0):
         return None
     store = _store(red.store, red.acc)
-    term = _sum_with(red.step, lambda t: t == GetLocal(red.acc))
-    return (red, store[0], term, store[1]) if store is not None and term is not None else None
+    return (red, store[0], term, store[1]) if store is not None else None
 
 
 def match(loop: ForLoop, bound: frozenset[Symbol]) -> Contraction | None:
@@ -246,11 +257,21 @@ def plan(c: Contraction) -> Plan | None:
         (f[0], f[1], f[2]), (f[0], f[2], f[1]), (f[1], f[2], f[0])]
     for x, y, extra in roles:
         p = _plan_roles(c, x, y, extra)
-        if p is not None:
-            sizes = [math.prod(e for _, e in g) for g in (p.m, p.n, p.k)]
-            if min(sizes) >= MIN_EXTENT and p.work() >= MIN_WORK:
-                return p
+        if p is not None and _big_enough(p):
+            return p
+    if len(f) == 3 and not c.accumulate:  # a factor constant over K: scale afterwards
+        for e in f:
+            if all(e.coeff(s) == 0 for s, _ in c.reduce):
+                x, y = (g for g in f if g is not e)
+                p = _plan_roles(c, x, y, None)
+                if p is not None and _big_enough(p):
+                    return dataclasses.replace(p, scale=e)
     return None
+
+
+def _big_enough(p: Plan) -> bool:
+    sizes = [math.prod(e for _, e in g) for g in (p.m, p.n, p.k)]
+    return min(sizes) >= MIN_EXTENT and p.work() >= MIN_WORK
 
 
 def _plan_roles(c: Contraction, x: Access, y: Access, extra: Access | None) -> Plan | None:
@@ -318,6 +339,8 @@ def _describe(p: Plan) -> str:
 
     c = p.c
     factors = " * ".join(f.buffer.name for f in (p.x, p.x2, p.y, p.y2) if f is not None)
+    if p.scale is not None:
+        factors = f"{p.scale.buffer.name} * ({factors})"
     return (f"contraction kernel: {c.out.buffer.name} {'+=' if c.accumulate else '='} "
             f"{factors}, M {names(p.m)}, N {names(p.n)}, K {names(p.k)}, "
             f"batch {names(p.batch)}")
@@ -363,6 +386,27 @@ def _call_text(r: Renderer, p: Plan, name: str, nthreads: int, depth: int) -> li
                       _base(r, p.c.out, p), str(int(p.c.accumulate)), str(nthreads), name])
     run = f"ocannl_mm_run_{r.words[Word.SUFFIX]}"
     lines.append(f"{'  ' * inner}if ({run}({args})) return {OOM_CODE};")
+    if p.scale is not None:
+        lines += _scale_text(r, p, inner)
     for level in range(inner - 1, depth, -1):
         lines.append("  " * level + "}")
     return [*lines, pad + "}"]
+
+
+def _scale_text(r: Renderer, p: Plan, depth: int) -> list[str]:
+    """``c[..] = c[..] * e[..]`` over the M and N loops (inside the batch loops)."""
+    assert p.scale is not None
+    lines = []
+    for level, (s, e) in enumerate((*p.m, *p.n)):
+        r.symbols[s] = f"i{r.n_iters}"
+        r.n_iters += 1
+        lines.append("  " * (depth + level) + r.syntax.for_header(r.symbols[s], e))
+    inner = depth + len(p.m) + len(p.n)
+    cells = []
+    for a in (p.c.out, p.scale):
+        r.used_buffers.add(a.buffer)
+        cells.append(r.syntax.cell(r.buffers[a.buffer], r.affine(dict(a.coeffs), a.offset)))
+    lines.append(f"{'  ' * inner}{cells[0]} = {cells[0]} * {cells[1]};")
+    for level in range(inner - 1, depth - 1, -1):
+        lines.append("  " * level + "}")
+    return lines

@@ -20,7 +20,8 @@ from enum import StrEnum
 
 import numpy as np
 
-from ocannl_ast.backends import c_uint4x32
+from ocannl_ast import config
+from ocannl_ast.backends import c_math, c_uint4x32
 from ocannl_ast.lowering.loop_ir import (
     C_KERNEL_MIN_WORK,
     BinOp,
@@ -257,6 +258,9 @@ class CSyntax:
     #: reductions of at least this many multiply-adds are not epilogue-fused by the lowering
     #: (they stay loop nests the renderer may run as contraction kernels)
     fusion_limit: int = C_KERNEL_MIN_WORK
+    #: exp, log, tanh as our vectorizable inline functions (`c_math`) instead of libm
+    #: calls, unless ``OCANNL_AST_LIBM=1``
+    own_math: bool = True
 
     def words(self, precision: Precision) -> dict[str, str]:
         """The template placeholders (`Word`) of `precision`."""
@@ -279,6 +283,9 @@ class CSyntax:
     def op(self, op: UnOp | BinOp | TernOp, words: Mapping[str, str],
            args: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
         """The text of `op` applied to `args`, and the helpers it needs (with dependencies)."""
+        if self.own_math and op in c_math.OWN_OPS and not config.libm():
+            template, helpers = c_math.spelling(op, words[Word.SUFFIX])  # type: ignore[arg-type]
+            return template.format(*args), helpers
         spelling = self.ops[op]
         needed: tuple[str, ...] = ()
         if spelling.helper is not None:
@@ -291,7 +298,7 @@ class CSyntax:
         for name, text in self.helpers.items():
             if name in used:
                 out += [text.format(**words), ""]
-        return out
+        return out + c_math.definitions(used, words)
 
     def threefry(self, words: Mapping[str, str]) -> list[str]:
         return threefry_c(words)

@@ -225,7 +225,8 @@ def test_bad_thread_setting_is_a_backend_error(monkeypatch: pytest.MonkeyPatch, 
 
 @pytest.mark.parametrize("third", ["k", "ik", "kj", "j", "i", "ij"])
 def test_third_factor_on_either_side(third: str, tmp_path: Path) -> None:
-    # c[i, j] = sum_k a[i, k] * b[k, j] * e[third]; "ij" fits neither side: loops.
+    # c[i, j] = sum_k a[i, k] * b[k, j] * e[third]; "ij" fits neither side's panels but is
+    # constant over k: the call, then c[i, j] *= e[i, j].
     sym = {"i": (I, M), "j": (J, N), "k": (K, KK)}
     e_buf = Buffer(4, "e", tuple(sym[ch][1] for ch in third))
     e_get = Get(e_buf, tuple(index_of(sym[ch][0]) for ch in third))
@@ -234,7 +235,9 @@ def test_third_factor_on_either_side(third: str, tmp_path: Path) -> None:
                 ForLoop(K, KK, SetLocal("acc", add(GetLocal("acc"), term))),
                 SetCell(C, ix(I, J), GetLocal("acc"))))
     prog = LoopProgram("third", (C, A, B, e_buf), (), ForLoop(I, M, ForLoop(J, N, body)))
-    assert (CALL in render_c(prog)) == (third != "ij")
+    src = render_c(prog)
+    assert CALL in src
+    assert ("c = e * (a * b)" in src) == (third == "ij")
     a, b = _operands(10)
     e = np.random.default_rng(11).standard_normal(e_buf.dims).astype(np.float32)
     c = np.empty((M, N), np.float32)

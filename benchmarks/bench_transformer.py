@@ -1,0 +1,223 @@
+"""The character-level transformer LM step of the performance issue (transformer_model.py):
+ocannl_ast's compiled step against PyTorch eager from the same weights, at 1 thread and at 2
+(`OCANNL_AST_THREADS=2` vs `torch.set_num_threads(2)`), and against `torch.compile` where it
+works; achieved GFLOP/s against matmul GFLOP/s; the cold compile time of the step (a fresh
+interpreter and cache directory, gcc included); the bytes the context's buffers hold
+against the static state (params, grads, Adam moments). The first losses must match
+PyTorch (<= 1e-4 relative) before any time counts.
+
+Run: `.venv/bin/python benchmarks/bench_transformer.py [--quick]` (or benchmarks/run_all.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import bench_matmul
+import transformer_model as tm
+from common import Row, Stat, WorkerTimeout, measure_all, print_table, ratio_row, run_worker
+
+import ocannl_ast as oc
+
+LOSS_RTOL = 1e-4
+CHECK_STEPS = 3
+COMPILE_TARGET_S = 2.0
+G = "transformer"
+T = TypeVar("T")
+
+
+def with_threads(threads: int, fn: Callable[[], T]) -> T:
+    """Compile with `OCANNL_AST_THREADS` set (read when the routine is rendered)."""
+    saved = os.environ.get("OCANNL_AST_THREADS")
+    os.environ["OCANNL_AST_THREADS"] = str(threads)
+    try:
+        return fn()
+    finally:
+        if saved is None:
+            del os.environ["OCANNL_AST_THREADS"]
+        else:
+            os.environ["OCANNL_AST_THREADS"] = saved
+
+
+def ours(cfg: tm.Config, threads: int, weights: dict[str, np.ndarray] | None = None
+         ) -> tuple[Callable[[int], float], oc.Context, dict[str, np.ndarray]]:
+    ids, tgt = tm.data(cfg)
+    ctx = oc.Context()
+    routine, loss, ws = with_threads(threads, lambda: tm.build_ocannl(cfg, ids, tgt, ctx, weights))
+    n = cfg.n_batches
+
+    def step(i: int) -> float:
+        routine(batch=i % n)
+        return 0.0
+
+    step.loss = lambda: float(ctx.get(loss)[0])  # type: ignore[attr-defined]
+    step.params = loss.params()  # type: ignore[attr-defined]
+    return step, ctx, ws
+
+
+def check_losses(cfg: tm.Config, a: Callable[[int], float], b: Callable[[int], float],
+                 what: str) -> float:
+    worst = 0.0
+    for i in range(CHECK_STEPS):
+        a(i)
+        la, lb = a.loss(), b(i)  # type: ignore[attr-defined]
+        worst = max(worst, abs(la - lb) / abs(lb))
+    if not worst <= LOSS_RTOL:
+        raise RuntimeError(f"transformer benchmark: the first losses of {what} differ from "
+                           f"ocannl_ast's by {worst:.3g} relative (> {LOSS_RTOL:g})")
+    return worst
+
+
+def compiled_torch(cfg: tm.Config, ws: dict[str, np.ndarray]) -> Callable[[int], float] | str:
+    """The PyTorch step with its loss under `torch.compile`, or why that is unavailable."""
+    import torch
+
+    try:
+        step = tm.torch_step(cfg, *tm.data(cfg), ws)
+        fast = torch.compile(step.loss_of)  # type: ignore[attr-defined]
+        opt = torch.optim.AdamW(step.params.values(), lr=cfg.lr,  # type: ignore[attr-defined]
+                                weight_decay=cfg.weight_decay, eps=1e-8)
+
+        def run(i: int) -> float:
+            opt.zero_grad(set_to_none=False)
+            loss = fast(i)
+            loss.backward()
+            opt.step()
+            return float(loss.detach())
+
+        run(0)  # compiles; the check below restarts from fresh weights
+    except Exception as e:  # noqa: BLE001 -- any failure of the toolchain skips the row
+        return f"skipped: torch.compile failed ({type(e).__name__}: {str(e)[:80]})"
+    with torch.no_grad():
+        for k, p in step.params.items():  # type: ignore[attr-defined]
+            p.copy_(torch.from_numpy(ws[k]))
+    opt.state.clear()
+    return run
+
+
+def run(quick: bool = False) -> list[Row]:
+    try:
+        import torch
+    except ImportError:
+        return [Row(G, "torch eager / ocannl step", "skipped: torch not installed", "<= 0.5x")]
+    cfg = tm.QUICK if quick else tm.Config()
+    rounds, round_s = (3, 0.01) if quick else (9, 0.25)
+    saved_threads = torch.get_num_threads()
+    rows: list[Row] = []
+    try:
+        torch.set_num_threads(1)
+        oc1, ctx1, ws = ours(cfg, 1)
+        te = tm.torch_step(cfg, *tm.data(cfg), ws)
+        worst = check_losses(cfg, oc1, te, "torch eager")
+        rows.append(Row(G, f"first {CHECK_STEPS} losses vs torch (max rel. diff)",
+                        f"{worst:.2g}", f"<= {LOSS_RTOL:g}", True))
+        t1 = measure_all({"ocannl": oc1, "torch": te}, rounds=rounds, round_s=round_s)
+        rows += pair_rows("1 thread", t1, 0.5)
+        rows += gflops_rows(cfg, t1["ocannl"].median, quick)
+        rows += compile_rows(quick)
+        rows += memory_rows(ctx1, oc1.params)  # type: ignore[attr-defined]
+        tc = ("skipped in --quick (torch.compile takes tens of seconds)" if quick
+              else compiled_torch(cfg, ws))
+        if isinstance(tc, str):
+            rows.append(Row(G, "ocannl / torch.compile, 1 thread", tc, "<= 0.8x"))
+        else:
+            oc1b, _, _ = ours(cfg, 1, ws)
+            check_losses(cfg, oc1b, tc, "torch.compile")
+            tcs = measure_all({"ocannl": oc1b, "torch.compile": tc}, rounds=rounds,
+                              round_s=round_s)
+            rows.append(Row(G, "torch.compile step, 1 thread", tcs["torch.compile"].show("ms")))
+            rows.append(ratio_row(G, "ocannl / torch.compile, 1 thread", tcs["ocannl"].median
+                                  / tcs["torch.compile"].median, at_most=0.8))
+        rows.append(Row(G, "ocannl / jax.jit, 1 thread",
+                        "skipped: jax is not installed (not a dependency)"
+                        if importlib.util.find_spec("jax") is None
+                        else "skipped: no jax port of the model yet", "<= 0.8x"))
+        torch.set_num_threads(2)
+        oc2, _, _ = ours(cfg, 2, ws)
+        te2 = tm.torch_step(cfg, *tm.data(cfg), ws)
+        check_losses(cfg, oc2, te2, "torch eager, 2 threads")
+        t2 = measure_all({"ocannl": oc2, "torch": te2}, rounds=rounds, round_s=round_s)
+        rows += pair_rows("2 threads", t2, 0.6)
+    finally:
+        torch.set_num_threads(saved_threads)
+    rows.append(Row(G, "load average (1, 5, 15 min)",
+                    " ".join(f"{x:.2f}" for x in os.getloadavg())))
+    return rows
+
+
+def pair_rows(label: str, t: dict[str, Stat], target: float) -> list[Row]:
+    return [Row(G, f"ocannl_ast step, {label}", t["ocannl"].show("ms")),
+            Row(G, f"torch eager step, {label}", t["torch"].show("ms")),
+            ratio_row(G, f"ocannl / torch eager, {label}",
+                      t["ocannl"].median / t["torch"].median, at_most=target)]
+
+
+def gflops_rows(cfg: tm.Config, step_s: float, quick: bool) -> list[Row]:
+    n, mm_gflops = bench_matmul.matmul_gflops(quick)
+    got = tm.flops_per_step(cfg) / step_s / 1e9
+    return [Row(G, "ocannl achieved GFLOP/s (model FLOPs), 1 thread", f"{got:.3g}"),
+            Row(G, f"ocannl matmul n={n} GFLOP/s, 1 thread", f"{mm_gflops:.3g}"),
+            ratio_row(G, "achieved / matmul GFLOP/s (aim >= 0.5)", got / mm_gflops)]
+
+
+def compile_rows(quick: bool) -> list[Row]:
+    """The step compiled in a fresh interpreter with an empty cache directory."""
+    with tempfile.TemporaryDirectory(prefix="ocannl_bench_cold_") as cache:
+        saved = os.environ.get("OCANNL_AST_CACHE")
+        os.environ["OCANNL_AST_CACHE"] = cache
+        try:
+            got = run_worker(Path(__file__), ["--compile-worker"] + (["--quick"] if quick else []),
+                             timeout=120)
+        except WorkerTimeout as e:
+            return [Row(G, "cold compile of the step (fresh cache, gcc included)", str(e),
+                        f"<= {COMPILE_TARGET_S:g} s", False)]
+        finally:
+            if saved is None:
+                del os.environ["OCANNL_AST_CACHE"]
+            else:
+                os.environ["OCANNL_AST_CACHE"] = saved
+    return [Row(G, "cold compile of the step (fresh cache, gcc included)",
+                f"{got['seconds']:.3g} s", f"<= {COMPILE_TARGET_S:g} s",
+                got["seconds"] <= COMPILE_TARGET_S)]
+
+
+def compile_worker(quick: bool) -> None:
+    cfg = tm.QUICK if quick else tm.Config()
+    ids, tgt = tm.data(cfg)
+    t0 = time.perf_counter()
+    tm.build_ocannl(cfg, ids, tgt, oc.Context())
+    print(json.dumps({"seconds": time.perf_counter() - t0}))
+
+
+def memory_rows(ctx: oc.Context, params: list[oc.Tensor]) -> list[Row]:
+    """Bytes of every array the context holds against params + grads + 2 Adam moments."""
+    held = sum(a.nbytes for a in ctx.arrays.values())
+    static = 4 * sum(ctx.get(p).nbytes for p in params)
+    return [Row(G, "bytes held by the context's buffers",
+                f"{held / 1e6:.3g} MB in {len(ctx.arrays)} buffers"),
+            ratio_row(G, "held / static state (params, grads, Adam m and v)", held / static,
+                      at_most=2.0)]
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--quick", action="store_true", help="tiny sizes, few rounds")
+    ap.add_argument("--compile-worker", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.compile_worker:
+        compile_worker(args.quick)
+    else:
+        print_table(run(args.quick))
