@@ -67,6 +67,13 @@ def threads() -> str:
     return (_raw("THREADS") or "").strip()
 
 
+def cc_jobs() -> str:
+    """``OCANNL_AST_CC_JOBS`` as written ("" when unset): how many translation units (gcc
+    processes, run at once) a large C routine is split into -- a count, or ``auto`` for the
+    CPUs this process may use; 1 keeps every routine one unit."""
+    return (_raw("CC_JOBS") or "").strip()
+
+
 def cache_root() -> Path:
     """``OCANNL_AST_CACHE``, else ``~/.cache/ocannl_ast``: compiled C routines are kept in
     it directly when it is set (in ``c/`` below the default), CUDA images in ``cuda/``,

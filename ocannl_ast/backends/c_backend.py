@@ -7,11 +7,14 @@ Stage: last. Input: a verified `LoopProgram`. Output: C source (`render_c`) and 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ocannl_ast import config
+from ocannl_ast.backends.c_contraction_kernel import SHARED_LINKAGE, run_prototype
 from ocannl_ast.backends.c_renderer import CRenderer
 from ocannl_ast.backends.c_syntax import C, CSyntax, Word, c_const, c_ident
 from ocannl_ast.backends.compiler import (
@@ -45,6 +48,7 @@ class _Rendered:
     cdef: str  #: its declaration, for cffi
     checks: dict[int, str] = field(default_factory=dict)  #: CheckIndex code -> description
     flags: tuple[str, ...] = ()  #: gcc flags the source needs (-fopenmp, the dialect's)
+    extra_units: tuple[str, ...] = ()  #: more translation units, linked with `source`
 
 
 #: C lines per function of a routine: top-level statements are packed in order into
@@ -53,6 +57,16 @@ class _Rendered:
 #: (one function for a 64-layer MLP step: 14 s of gcc CPU time; parts of 48 lines: 1.3 s);
 #: the calls cost nanoseconds.
 FUNCTION_LINES = 48
+
+#: Smallest routine (C lines of its functions) split into several translation units, each
+#: compiled by its own gcc at once (`OCANNL_AST_CC_JOBS`): below it, the extra processes
+#: and the link cost more than they save.
+SPLIT_MIN_LINES = 600
+#: The contraction kernel's weight, in lines of functions, when units are balanced: gcc
+#: spends on it about what it spends on 800 lines of loop nests (measured, -O2).
+KERNEL_LINES = 1200
+#: Units at most with ``OCANNL_AST_CC_JOBS=auto`` (the default), however many CPUs.
+MAX_AUTO_JOBS = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +126,40 @@ def _trailing_comments(lines: list[str]) -> list[str]:
     return tail
 
 
-def _render(prog: LoopProgram, syntax: CSyntax = C, budget: int | None = None) -> _Rendered:
+def cc_jobs() -> int:
+    """How many translation units a large routine may be split into: ``OCANNL_AST_CC_JOBS``
+    (a positive count), else (unset or ``auto``) the CPUs this process may use, at most
+    `MAX_AUTO_JOBS`."""
+    raw = config.cc_jobs()
+    if raw in ("", "auto"):
+        try:
+            cpus = len(os.sched_getaffinity(0))
+        except AttributeError:  # not on Linux
+            cpus = os.cpu_count() or 1
+        return max(1, min(cpus, MAX_AUTO_JOBS))
+    if not raw.isdigit() or int(raw) < 1:
+        raise BackendError(f"OCANNL_AST_CC_JOBS must be a positive count or 'auto', got {raw!r}")
+    return int(raw)
+
+
+def _groups(parts: list[_Part], kernel: bool, jobs: int) -> list[list[int]]:
+    """The parts of each translation unit (positions in `parts`, in order). Unit 0 holds the
+    entry point and the kernel (weighing `KERNEL_LINES`); the parts go, longest first, to the
+    unit with the fewest lines so far. One unit when `jobs` is 1 or the routine is small."""
+    sizes = [len(p.body) + 2 for p in parts]
+    if jobs <= 1 or len(parts) < 2 or sum(sizes) < SPLIT_MIN_LINES:
+        return [list(range(len(parts)))]
+    load = [KERNEL_LINES if kernel else 0] + [0] * (min(jobs, len(parts)) - 1)
+    groups: list[list[int]] = [[] for _ in load]
+    for k in sorted(range(len(parts)), key=lambda k: -sizes[k]):
+        g = load.index(min(load))
+        groups[g].append(k)
+        load[g] += sizes[k]
+    return [sorted(groups[0]), *(sorted(g) for g in groups[1:] if g)]
+
+
+def _render(prog: LoopProgram, syntax: CSyntax = C, budget: int | None = None,
+            jobs: int = 1) -> _Rendered:
     r = CRenderer(prog, syntax)
     parts = _parts(r, FUNCTION_LINES if budget is None else budget)
     cname = c_ident(prog.name, "ocannl_")
@@ -120,23 +167,47 @@ def _render(prog: LoopProgram, syntax: CSyntax = C, budget: int | None = None) -
     head = [f"/* ocannl_ast routine {prog.name} ({prog.precision.value}) */"]
     head += [*syntax.includes, ""]
     head += syntax.helper_defs(r.helpers, r.words)
-    head += r.kernels.definitions(r.words) if r.kernels is not None else []
-    if r.threefry:
-        head += [*syntax.threefry(r.words), ""]
+    kernel = r.kernels.definitions(r.words) if r.kernels is not None else []
+    threefry = [*syntax.threefry(r.words), ""] if r.threefry else []
+    groups = _groups(parts, bool(kernel), jobs)
+    # a part another unit defines is hidden (exported inside the shared object only)
+    qual = syntax.function_qualifier.removeprefix("static").strip()
+    shared = dataclasses.replace(syntax, function_qualifier=f"{qual} {SHARED_LINKAGE}")
     entry = [syntax.entry_signature(cname, t)]
     if any(p.checked for p in parts):
         entry.append("  int rc;")
+    functions: list[list[str]] = []
     for k, part in enumerate(parts):
         name = f"{cname}_f{k}"
         params = [syntax.buffer_param(t, r.buffers[prog.buffers[i]]) for i in part.buffers]
         params += [syntax.static_param(r.symbols[prog.static_args[i]]) for i in part.statics]
-        head += [syntax.function_signature(name, params), *part.body, *syntax.epilogue(), ""]
+        dialect = syntax if k in groups[0] else shared
+        functions.append([dialect.function_signature(name, params), *part.body,
+                          *syntax.epilogue(), ""])
         args = [f"bufs[{i}]" for i in part.buffers] + [f"statics[{i}]" for i in part.statics]
         call = f"{name}({', '.join(args)})"
         entry.append(f"  if ((rc = {call}) != 0) return rc;" if part.checked else f"  {call};")
-    source = "\n".join([*head, *entry, *syntax.epilogue(), ""])
+    entry += [*syntax.epilogue(), ""]
     flags = (*(r.kernels.flags() if r.kernels is not None else ()), *syntax.compile_flags)
-    return _Rendered(source, cname, t, syntax.cdef(cname, t), r.checks, flags)
+    if len(groups) == 1:
+        source = "\n".join([*head, *kernel, *threefry, *(ln for f in functions for ln in f),
+                            *entry])
+        return _Rendered(source, cname, t, syntax.cdef(cname, t), r.checks, flags)
+    units = []
+    elsewhere = [k for g in groups[1:] for k in g]
+    for u, group in enumerate(groups):
+        text = [f"{head[0][:-3]}, unit {u} of {len(groups)} */", *head[1:]]
+        if kernel and u == 0:
+            text += [f"#define OCK_RUN_LINKAGE {SHARED_LINKAGE}", *kernel]
+        elif kernel:
+            text += [run_prototype(t, r.words[Word.SUFFIX]), ""]
+        text += threefry + [ln for k in group for ln in functions[k]]
+        if u == 0:
+            text += [functions[k][0].removesuffix("{").rstrip() + ";" for k in sorted(elsewhere)]
+            text += ["", *entry]
+        units.append("\n".join(text))
+    return _Rendered(units[0], cname, t, syntax.cdef(cname, t), r.checks, flags,
+                     tuple(units[1:]))
 
 
 def render_c(prog: LoopProgram, syntax: CSyntax = C) -> str:
@@ -171,17 +242,19 @@ def compile_c(
         from ocannl_ast.lowering.loop_verify import verify_program
 
         verify_program(prog)
-    rendered = _render(prog, syntax)
+    rendered = _render(prog, syntax, jobs=cc_jobs())
     flags = (*effective_flags(opt_flags), *rendered.flags)
     directory = Path(cache_dir) if cache_dir is not None else cache_dir_default()
     dialect = syntax.fingerprint()
-    entry = build_cached(rendered.cname, rendered.source, flags, directory, dialect=dialect)
+    entry = build_cached(rendered.cname, rendered.source, flags, directory, dialect=dialect,
+                         extra_units=rendered.extra_units)
     if not is_loaded(entry.so_path):
         try:
             load(entry.so_path, rendered.cdef)
         except OSError:  # verified yet not loadable (e.g. written by another gcc): rebuild
             entry = build_cached(rendered.cname, rendered.source, flags, entry.so_path.parent,
-                                 dialect=dialect, rebuild=True)
+                                 dialect=dialect, rebuild=True,
+                                 extra_units=rendered.extra_units)
             try:
                 load(entry.so_path, rendered.cdef)
             except OSError as exc:

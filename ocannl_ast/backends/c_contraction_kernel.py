@@ -338,8 +338,12 @@ static int64_t ocannl_mm_offsets_SFX(int64_t* out, int nd, const int64_t* ext,
 
 /* One contraction. d: nm, nn, nk, then per M symbol (extent, a, a2, c strides), per N
    symbol (extent, b, b2, c strides), per K symbol (extent, a, a2, b, b2 strides). */
-static int ocannl_mm_run_SFX(const OCK_T* a, const OCK_T* a2, const OCK_T* b, const OCK_T* b2,
-                             OCK_T* c, int accumulate, int nthreads, const int64_t* d) {
+#ifndef OCK_RUN_LINKAGE
+#define OCK_RUN_LINKAGE static
+#endif
+OCK_RUN_LINKAGE int ocannl_mm_run_SFX(const OCK_T* a, const OCK_T* a2, const OCK_T* b,
+                                      const OCK_T* b2, OCK_T* c, int accumulate,
+                                      int nthreads, const int64_t* d) {
   const int nm = (int)d[0], nn = (int)d[1], nk = (int)d[2];
   const int64_t* g = d + 3;
   int64_t size[3] = {1, 1, 1}, e[3][8], st[3][4][8];
@@ -382,6 +386,20 @@ SMALL_BYTES = 1 << 22
 
 #: The x86 builtins' element suffix (``__builtin_ia32_vfmaddps256``) per C element type.
 _PX = {"float": "ps", "double": "pd"}
+
+
+#: The linkage of the kernel's entry point where a routine is compiled as several translation
+#: units (`c_backend`): the unit holding the kernel exports it inside the shared object only.
+SHARED_LINKAGE = '__attribute__((visibility("hidden")))'
+
+
+def run_prototype(type_name: str, suffix: str) -> str:
+    """The declaration of the kernel's entry point with `SHARED_LINKAGE`, for a translation
+    unit calling the kernel defined in another. Example: ``run_prototype("float", "f")``."""
+    t = type_name
+    return (f"{SHARED_LINKAGE} int ocannl_mm_run_{suffix}(const {t}* a, const {t}* a2, "
+            f"const {t}* b, const {t}* b2, {t}* c, int accumulate, int nthreads, "
+            "const int64_t* d);")
 
 
 def kernel_c(type_name: str, suffix: str) -> list[str]:

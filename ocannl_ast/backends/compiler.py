@@ -2,7 +2,9 @@
 
 Stage: after rendering. Input: a C translation unit and gcc flags. Output: the paths of a
 verified cache entry (`build_cached`): ``<stem>.c`` (the source), ``<stem>.so`` and
-``<stem>.json`` (sha256 digests of the source and of the .so bytes). Every file is written
+``<stem>.json`` (sha256 digests of the source and of the .so bytes). A routine rendered as
+several translation units (`c_backend`) adds ``<stem>.u1.c``, ... : each unit is compiled to
+an object file by its own gcc, in parallel, then they are linked into the one .so. Every file is written
 to a temporary name and renamed, so readers never see half a file; an entry whose digests
 do not match (truncated, swapped, garbage) is rebuilt; an unusable cache directory (not
 writable, a file, ...) is replaced by a private temporary directory, with a warning.
@@ -11,6 +13,7 @@ writable, a file, ...) is replaced by a private temporary directory, with a warn
 from __future__ import annotations
 
 import atexit
+import concurrent.futures
 import functools
 import hashlib
 import json
@@ -47,9 +50,10 @@ _META_VERSION = 1
 class CacheEntry:
     """The files of one compiled routine in a cache directory."""
 
-    c_path: Path  #: the generated C source
+    c_path: Path  #: the generated C source (the unit with the entry point)
     so_path: Path  #: the shared object compiled from it
     meta_path: Path  #: JSON digests of both
+    extra_paths: tuple[Path, ...] = ()  #: the routine's other translation units, if any
 
 
 def cache_dir_default() -> Path:
@@ -88,11 +92,14 @@ def _cpu_id() -> str:
     return "\n".join(dict.fromkeys(lines))  # one copy per distinct line
 
 
-def cache_key(source: str, flags: Sequence[str], dialect: str = "") -> str:
+def cache_key(source: str, flags: Sequence[str], dialect: str = "",
+              extra_units: Sequence[str] = ()) -> str:
     """sha256 over the source, the flags, the compiler version, the dialect's fingerprint
-    (`CSyntax.fingerprint`) when given, and the CPU for ``-march=native``."""
+    (`CSyntax.fingerprint`) when given, the other translation units when any, and the CPU
+    for ``-march=native``."""
     h = hashlib.sha256()
-    parts = (source, "\0".join(flags), _compiler_id(CC), *((dialect,) if dialect else ()))
+    parts = (source, "\0".join(flags), _compiler_id(CC), *((dialect,) if dialect else ()),
+             *(("units", *extra_units) if extra_units else ()))
     for part in parts:
         h.update(part.encode())
         h.update(b"\x00\x01")
@@ -122,13 +129,7 @@ def _run_gcc(cmd: list[str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(cmd, capture_output=True, text=True, check=False)
 
 
-def _compile(c_path: Path, out: Path, flags: Sequence[str]) -> None:
-    """Run gcc on `c_path`, writing the shared object `out` (a temporary name)."""
-    cmd = [CC, *flags, "-o", str(out), str(c_path), "-lm"]
-    try:
-        proc = _run_gcc(cmd)
-    except OSError as exc:
-        raise BackendError(f"could not run {CC} on {c_path}: {exc}") from None
+def _check(proc: subprocess.CompletedProcess[str], cmd: list[str], c_path: Path) -> None:
     if proc.returncode != 0:
         err = "\n".join(proc.stderr.splitlines()[:_STDERR_LINES])
         raise BackendError(
@@ -137,42 +138,85 @@ def _compile(c_path: Path, out: Path, flags: Sequence[str]) -> None:
         )
 
 
-def _build(entry: CacheEntry, source: str, flags: Sequence[str]) -> None:
-    """Write the source, compile it, then rename the .so and write its digests: the .so
-    appears whole, and its digest file only after it (a reader in between rebuilds)."""
-    _write_atomic(entry.c_path, source.encode())
+def _gcc(cmd: list[str], c_path: Path) -> None:
+    """Run one gcc command on the generated file `c_path`: a located error if it fails."""
+    try:
+        proc = _run_gcc(cmd)
+    except OSError as exc:
+        raise BackendError(f"could not run {CC} on {c_path}: {exc}") from None
+    _check(proc, cmd, c_path)
+
+
+def _compile(c_path: Path, out: Path, flags: Sequence[str]) -> None:
+    """Run gcc on `c_path`, writing the shared object `out` (a temporary name)."""
+    _gcc([CC, *flags, "-o", str(out), str(c_path), "-lm"], c_path)
+
+
+def _compile_units(c_paths: Sequence[Path], out: Path, flags: Sequence[str]) -> None:
+    """Compile each translation unit to an object file, all at once (one gcc each), then
+    link them into the shared object `out`. The objects are temporary files beside `out`."""
+    objs = [_temp_name(c.with_suffix(".o")) for c in c_paths]
+    try:
+        with concurrent.futures.ThreadPoolExecutor(len(c_paths)) as pool:
+            jobs = [pool.submit(_gcc, [CC, *flags, "-c", "-o", str(o), str(c)], c)
+                    for c, o in zip(c_paths, objs)]
+            for job in jobs:  # the first failing unit, in unit order
+                job.result()
+        _gcc([CC, *flags, "-o", str(out), *map(str, objs), "-lm"], c_paths[0])
+    finally:
+        for o in objs:
+            o.unlink(missing_ok=True)
+
+
+def _units_digest(units: Sequence[str]) -> str:
+    """The digest of a routine's source: its one unit's, or that of all its units."""
+    return _digest(units[0].encode() if len(units) == 1 else "\0".join(units).encode())
+
+
+def _build(entry: CacheEntry, units: Sequence[str], flags: Sequence[str]) -> None:
+    """Write the source units, compile them, then rename the .so and write its digests: the
+    .so appears whole, and its digest file only after it (a reader in between rebuilds)."""
+    c_paths = (entry.c_path, *entry.extra_paths)
+    for path, text in zip(c_paths, units):
+        _write_atomic(path, text.encode())
     tmp = _temp_name(entry.so_path)
     try:
-        _compile(entry.c_path, tmp, flags)
+        if len(c_paths) == 1:
+            _compile(entry.c_path, tmp, flags)
+        else:
+            _compile_units(c_paths, tmp, flags)
         so_digest = _digest(tmp.read_bytes())
         os.replace(tmp, entry.so_path)
     finally:
         tmp.unlink(missing_ok=True)
-    meta = {"version": _META_VERSION, "source_sha256": _digest(source.encode()),
-            "so_sha256": so_digest, "flags": list(flags)}
+    meta = {"version": _META_VERSION, "source_sha256": _units_digest(units),
+            "so_sha256": so_digest, "flags": list(flags), "units": len(units)}
     _write_atomic(entry.meta_path, json.dumps(meta, indent=1).encode())
 
 
-def entry_is_valid(entry: CacheEntry, source: str) -> bool:
-    """The entry's source is `source` and its .so bytes match the recorded digest."""
+def entry_is_valid(entry: CacheEntry, source: str, extra_units: Sequence[str] = ()) -> bool:
+    """The entry's source is `source` (and its other units `extra_units`) and its .so bytes
+    match the recorded digest."""
     try:
         meta = json.loads(entry.meta_path.read_bytes())
         so_bytes = entry.so_path.read_bytes()
-        c_text = entry.c_path.read_bytes()
+        texts = [p.read_bytes().decode() for p in (entry.c_path, *entry.extra_paths)]
     except (OSError, ValueError):
         return False
+    want = _units_digest((source, *extra_units))
     return (
         isinstance(meta, dict) and meta.get("version") == _META_VERSION
-        and meta.get("source_sha256") == _digest(source.encode()) == _digest(c_text)
+        and meta.get("source_sha256") == want == _units_digest(texts)
         and meta.get("so_sha256") == _digest(so_bytes)
     )
 
 
 def _entry(directory: Path, name: str, source: str, flags: Sequence[str],
-           dialect: str) -> CacheEntry:
-    stem = f"{name}-{cache_key(source, flags, dialect)[:32]}"
+           dialect: str, extra_units: Sequence[str] = ()) -> CacheEntry:
+    stem = f"{name}-{cache_key(source, flags, dialect, extra_units)[:32]}"
+    extra = tuple(directory / f"{stem}.u{k}.c" for k in range(1, len(extra_units) + 1))
     return CacheEntry(directory / f"{stem}.c", directory / f"{stem}.so",
-                      directory / f"{stem}.json")
+                      directory / f"{stem}.json", extra)
 
 
 _PRIVATE_DIRS: list[Path] = []
@@ -204,30 +248,31 @@ def _warn_unusable(directory: Path, exc: OSError, fallback: Path) -> None:
 
 
 def _build_in(directory: Path, name: str, source: str, flags: Sequence[str],
-              dialect: str, rebuild: bool) -> CacheEntry:
-    entry = _entry(directory, name, source, flags, dialect)
-    if rebuild or not entry_is_valid(entry, source):
+              dialect: str, rebuild: bool, extra_units: Sequence[str]) -> CacheEntry:
+    entry = _entry(directory, name, source, flags, dialect, extra_units)
+    if rebuild or not entry_is_valid(entry, source, extra_units):
         directory.mkdir(parents=True, exist_ok=True)
-        _build(entry, source, flags)
+        _build(entry, (source, *extra_units), flags)
     return entry
 
 
 def build_cached(
     name: str, source: str, flags: Sequence[str], directory: Path, *, dialect: str = "",
-    rebuild: bool = False,
+    rebuild: bool = False, extra_units: Sequence[str] = (),
 ) -> CacheEntry:
     """The verified cache entry of `source` (rendered in the dialect whose fingerprint is
     `dialect`) compiled with `flags`, built if missing or invalid (always with `rebuild`).
-    Example: ``build_cached("f", src, flags, dir).so_path``.
+    `extra_units`: more translation units linked with `source` into the one shared object,
+    all compiled at once. Example: ``build_cached("f", src, flags, dir).so_path``.
     """
     try:
-        return _build_in(directory, name, source, flags, dialect, rebuild)
+        return _build_in(directory, name, source, flags, dialect, rebuild, extra_units)
     except OSError as exc:  # the directory cannot hold the entry: use a private one
         fallback = _private_dir()
         if directory == fallback:
             raise BackendError(f"cannot write the compiled routine {name}: {exc}") from None
         _warn_unusable(directory, exc, fallback)
         try:
-            return _build_in(fallback, name, source, flags, dialect, rebuild)
+            return _build_in(fallback, name, source, flags, dialect, rebuild, extra_units)
         except OSError as exc2:
             raise BackendError(f"cannot write the compiled routine {name}: {exc2}") from None
