@@ -37,7 +37,7 @@ from ocannl_ast.lowering.loop_ir import (
 )
 
 __all__ = ["DEFAULT_OPT_FLAGS", "CRoutine", "CompiledRoutine", "c_const", "c_ident",
-           "compile_c", "render_c"]
+           "cc_jobs", "compile_c", "render_c", "render_c_units"]
 
 
 @dataclass(slots=True)
@@ -217,6 +217,17 @@ def render_c(prog: LoopProgram, syntax: CSyntax = C) -> str:
     Example: ``render_c(prog)`` starts with a comment, then the includes.
     """
     return _render(prog, syntax).source
+
+
+def render_c_units(prog: LoopProgram, syntax: CSyntax = C, jobs: int | None = None
+                   ) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The translation units of a routine as `compile_c` builds them, and the gcc flags they
+    need besides `compiler.effective_flags`: one unit (`render_c`'s), or, for a routine of
+    `SPLIT_MIN_LINES` or more when `jobs` (default `cc_jobs()`) > 1, up to `jobs` units, the
+    first holding the entry point. Example: ``units, flags = render_c_units(prog, jobs=2)``.
+    """
+    rendered = _render(prog, syntax, jobs=cc_jobs() if jobs is None else jobs)
+    return (rendered.source, *rendered.extra_units), rendered.flags
 
 
 # ---- compiling and loading ---------------------------------------------------------
