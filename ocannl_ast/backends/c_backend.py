@@ -89,10 +89,12 @@ def _parts(r: CRenderer, budget: int) -> list[_Part]:
     bufs: set[Buffer] = set()
     syms: set[Symbol] = set()
     checked = False
+    buf_pos = {b: i for i, b in enumerate(r.prog.buffers)}
+    sym_pos = {s: i for i, s in enumerate(r.prog.static_args)}
 
     def close() -> None:
-        b_pos = tuple(i for i, b in enumerate(r.prog.buffers) if b in bufs)
-        s_pos = tuple(i for i, s in enumerate(r.prog.static_args) if s in syms)
+        b_pos = tuple(sorted(buf_pos[b] for b in bufs if b in buf_pos))
+        s_pos = tuple(sorted(sym_pos[s] for s in syms if s in sym_pos))
         parts.append(_Part(tuple(lines), b_pos, s_pos, checked))
         lines.clear()
         bufs.clear()

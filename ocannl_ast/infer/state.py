@@ -182,15 +182,19 @@ class SolverState:
     def subst_row(self, r: Row) -> Row:
         if self._parent is not None:
             return self.find().subst_row(r)
-        beg, var, dims = r.beg, r.var, r.dims
-        while var is not None and var.id in self.rows:
-            inner = self.rows[var.id]
+        beg, var, dims, rows = r.beg, r.var, r.dims, self.rows
+        while var is not None and var.id in rows:
+            inner = rows[var.id]
             beg, var, dims = beg + inner.beg, inner.var, inner.dims + dims
         if var is None:
             beg, dims = (), beg + dims
-        return Row(
-            tuple(self.subst_dim(d) for d in beg), var, tuple(self.subst_dim(d) for d in dims)
-        )
+        # a known size stays itself (the common case: no call, and no new row when none moved)
+        sub = self.subst_dim
+        beg2 = tuple([d if type(d) is Dim else sub(d) for d in beg])
+        dims2 = tuple([d if type(d) is Dim else sub(d) for d in dims])
+        if var is r.var and beg2 == r.beg and dims2 == r.dims:
+            return r
+        return Row(beg2, var, dims2)
 
     # ---- pending constraints -------------------------------------------------------
 
