@@ -1,12 +1,14 @@
 """The op library by family: `pointwise`, `contraction` (compose, einsum, einsum_max,
 concat), `stacking` (stack, block literals), `movement` (transpose, batch_slice, range);
-`base` builds an operation and custom
+`ternary` (fma, einsum3), `with_spec` (pointwise ops under a spec), `capture` (DimRef,
+set_dim); `base` builds an operation and custom
 ones (`unary_op`, `binary_op`). Input: tensors, numbers. Output: result Tensors.
 """
 
 from __future__ import annotations
 
 from .base import alias, apply, binary_op, lift, make_op, unary_op
+from .capture import DimRef, capture, dim_of, set_dim, set_equal
 from .contraction import concat, einsum, einsum_max, matmul
 from .movement import batch_slice, range_, static_index, transpose
 from .pointwise import (
@@ -33,11 +35,12 @@ from .pointwise import (
     where,
 )
 from .stacking import block_literal, stack
+from .ternary import einsum3, fma
 
 __all__ = [
-    "add", "alias", "apply", "batch_slice", "binary_op", "block_literal", "concat", "cos",
-    "div", "einsum", "einsum_max", "eq", "exp", "le", "lift", "log", "lt", "make_op",
-    "matmul", "mul", "ne", "neg", "pow_", "range_", "recip", "relu", "relu_gate", "sin",
-    "sqrt", "stack", "static_index", "stop_gradient", "sub", "tanh", "transpose",
-    "unary_op", "where",
+    "DimRef", "add", "alias", "apply", "batch_slice", "binary_op", "block_literal", "capture",
+    "concat", "cos", "dim_of", "div", "einsum", "einsum3", "einsum_max", "eq", "exp", "fma",
+    "le", "lift", "log", "lt", "make_op", "matmul", "mul", "ne", "neg", "pow_", "range_",
+    "recip", "relu", "relu_gate", "set_dim", "set_equal", "sin", "sqrt", "stack",
+    "static_index", "stop_gradient", "sub", "tanh", "transpose", "unary_op", "where",
 ]
