@@ -10,9 +10,8 @@ Input: tensors (or what lifts to them), a spec. Output: result Tensors.
 from __future__ import annotations
 
 from typing import Any
-from weakref import WeakKeyDictionary
 
-from ...errors import ArgumentError, ShapeError, user_span
+from ...errors import ArgumentError, ShapeError, Span, user_span
 from ...infer.constraints import Origin
 from ...infer.logic import Compose, Einsum, Pointwise, logic_name, shape_constraints
 from ...infer.shape import Shape
@@ -22,8 +21,21 @@ from ..node import Code, Init, NodeKind, NodeRef, OpRecord, Tensor, call_asn, gr
 from .base import apply, lift
 from .with_spec import parse_checked
 
-#: an fma's record -> its two parts: compose over (a, b) and pointwise over (c,)
-_PARTS: WeakKeyDictionary[OpRecord, tuple[OpRecord, OpRecord]] = WeakKeyDictionary()
+
+class _FmaRecord(OpRecord):
+    """An fma's operation over (a, b, c), with its two parts: the compose over (a, b) and
+    the pointwise read of c, each deriving its own projections (c is read once per result
+    cell, outside the contraction)."""
+
+    def __init__(self, result: Tensor, operands: list[Tensor], span: Span) -> None:
+        super().__init__(Compose(), result, operands, "fma", span)
+        self.compose = OpRecord(Compose(), result, operands[:2], "fma", span)
+        self.pointwise = OpRecord(Pointwise(), result, operands[2:], "fma (c)", span)
+
+
+def _parts(rec: OpRecord) -> tuple[OpRecord, OpRecord]:
+    assert isinstance(rec, _FmaRecord)
+    return rec.compose, rec.pointwise
 
 
 def _ref(t: Tensor, kind: NodeKind, slot: int) -> NodeRef | None:
@@ -32,7 +44,7 @@ def _ref(t: Tensor, kind: NodeKind, slot: int) -> NodeRef | None:
 
 
 def _fma_op(projections: OpRecord) -> Code:
-    mm, pw = _PARTS[projections]
+    mm, pw = _parts(projections)
     t, (a, b), (c,) = mm.result, mm.operands, pw.operands
     v = NodeRef(t, NodeKind.VALUE, 0)
     return (accum(v, "=:", NodeRef(c, NodeKind.VALUE, 1), projections=pw, label="fma: c")
@@ -42,7 +54,7 @@ def _fma_op(projections: OpRecord) -> Code:
 
 
 def _fma_grad(projections: OpRecord) -> Code:
-    mm, pw = _PARTS[projections]
+    mm, pw = _parts(projections)
     t, (a, b), (c,) = mm.result, mm.operands, pw.operands
     g = NodeRef(t, NodeKind.GRAD, 0)
     va, vb = NodeRef(a, NodeKind.VALUE, 1), NodeRef(b, NodeKind.VALUE, 2)
@@ -72,9 +84,7 @@ def fma(a: Any, b: Any, c: Any) -> Tensor:
                                                [o.shape for o in ops], origin))
     except ShapeError as e:
         raise e.with_span(span) from None
-    t.op = OpRecord(Compose(), t, xs, "fma", span)
-    _PARTS[t.op] = (OpRecord(Compose(), t, xs[:2], "fma", span),
-                    OpRecord(Pointwise(), t, xs[2:], "fma (c)", span))
+    t.op = _FmaRecord(t, xs, span)
     t.operands = list(xs)
     t.grad_asn = _fma_grad
     slots = {o.slot for o in xs if o.slot is not None}
