@@ -27,7 +27,7 @@ class _FmaRecord(OpRecord):
     the pointwise read of c, each deriving its own projections (c is read once per result
     cell, outside the contraction)."""
 
-    def __init__(self, result: Tensor, operands: list[Tensor], span: Span) -> None:
+    def __init__(self, result: Tensor, operands: list[Tensor], span: Span | None) -> None:
         super().__init__(Compose(), result, operands, "fma", span)
         self.compose = OpRecord(Compose(), result, operands[:2], "fma", span)
         self.pointwise = OpRecord(Pointwise(), result, operands[2:], "fma (c)", span)
