@@ -114,3 +114,17 @@ def test_malformed_and_mismatched_specs() -> None:
     assert Path(__file__).name in str(e2.value)
     with pytest.raises(oc.ShapeError):
         oc.eval(oc.add(x, oc.ndarray(_r(4)), spec="ij;j=>ij"))
+
+
+def test_fixed_indices_read_and_place_a_slice() -> None:
+    x = _r(2, 3)
+    np.testing.assert_allclose(_ev(oc.relu(oc.ndarray(x), spec="i1=>i")), np.maximum(x[:, 1], 0))
+    y = _ev(oc.neg(oc.ndarray(x[0]), spec="i=>i1"))  # column 1 written, column 0 left 0
+    np.testing.assert_allclose(y, np.stack([np.zeros(3), -x[0]], axis=1))
+
+
+def test_capture_of_a_spec_pointwise_label() -> None:
+    y = oc.add(oc.ndarray(_r(3)), oc.ndarray(_r(4)), spec="i;j=>ij")
+    j = oc.capture(y, "j")
+    oc.infer_shapes(y)
+    assert j.value == 4
