@@ -53,6 +53,20 @@ def test_fma_c_broadcasts_like_pointwise_and_numbers_lift() -> None:
     np.testing.assert_allclose(_ev(y), w @ x + 0.5, rtol=1e-12)
 
 
+def test_fma_result_grows_to_a_larger_c() -> None:
+    """c with a batch axis the compose lacks: a @ b broadcasts into it (values, grads)."""
+    w, x, c = _r(2, 4), _r(4), _r(3, 2)
+    y = oc.fma(oc.ndarray(w, input_axes=1), oc.ndarray(x), oc.ndarray(c, batch_axes=1))
+    oc.testing.assert_shape(y, "3|2")
+    np.testing.assert_allclose(_ev(y), w @ x + c, rtol=1e-12)
+
+    def fn(w: oc.Tensor, x: oc.Tensor, c: oc.Tensor) -> oc.Tensor:
+        y = oc.fma(_as_weight(w), x, oc.einsum("bo => b|o", c))
+        return oc.einsum("b|o => ", y * y)
+
+    oc.testing.check_grads(fn, [w, x, c], rtol=1e-6, atol=1e-8)
+
+
 def test_fma_gradients_reach_all_three_operands() -> None:
     def fn(w: oc.Tensor, x: oc.Tensor, b: oc.Tensor) -> oc.Tensor:
         y = oc.fma(_as_weight(w), oc.einsum("bi => b|i", x), b)
