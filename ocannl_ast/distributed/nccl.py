@@ -288,9 +288,10 @@ _comms: weakref.WeakKeyDictionary[World, NcclComm] = weakref.WeakKeyDictionary()
 
 def open_device_arena(world: World, arena: np.ndarray, views: Sequence[np.ndarray], *,
                       required: bool) -> tuple[DeviceArena | None, str]:
-    """The device arena and "nccl" when libnccl opens on every rank (decided together, so
-    every rank takes the same path); else None and why ("host (...)"), or, when `required`,
-    a DistributedError on every rank naming the ranks without NCCL."""
+    """The device arena and "nccl" when libnccl opens and its communicator starts on every
+    rank (decided together, so every rank takes the same path); else None and why
+    ("host (...)"), or, when `required`, a DistributedError on every rank naming the ranks
+    where NCCL failed."""
     lib: Binding | None = None
     try:
         lib = binding()
@@ -307,5 +308,10 @@ def open_device_arena(world: World, arena: np.ndarray, views: Sequence[np.ndarra
         return None, f"host (NCCL unavailable: {why})"
     comm = _comms.get(world)
     if comm is None or comm.lib is not lib or comm.comm is None:
-        comm = _comms[world] = NcclComm(world, lib)
+        try:  # a failure is raised on every rank alike: they all fall back together
+            comm = _comms[world] = NcclComm(world, lib)
+        except DistributedError as e:
+            if required:
+                raise
+            return None, f"host (NCCL set-up failed: {e})"
     return DeviceArena(comm, arena, views), "nccl"

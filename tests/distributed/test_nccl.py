@@ -41,6 +41,7 @@ class FakeNccl:
         self.reduced: list[tuple[int, int, int, int]] = []  #: (address, count, dtype, op)
         self.fail_with = 0
         self.async_error = 0
+        self.init_error = 0  #: what ncclCommInitRank returns (1: no usable GPU)
         self.aborted = self.destroyed = 0
         self.uid = bytes(range(128))
 
@@ -52,6 +53,8 @@ class FakeNccl:
 
     def comm_init_rank(self, nranks: int, unique_id: bytes, rank: int) -> tuple[int, Any]:
         ok = nranks == self.nranks and 0 <= rank < nranks and unique_id == self.uid
+        if self.init_error:
+            return self.init_error, None
         return (0, object()) if ok else (4, None)
 
     def all_reduce(self, sendbuff: int, recvbuff: int, count: int, datatype: int, op: int,
@@ -231,6 +234,24 @@ def test_without_libnccl_auto_falls_back_and_forced_raises(emu: Any, monkeypatch
             _dp(_model()[0], PeerComm(), 0.05, nccl=True)
     finally:
         nccl.load.cache_clear()
+
+
+def test_a_communicator_that_cannot_start_falls_back_unless_forced(emu: Any) -> None:
+    """libnccl opens but ncclCommInitRank fails (no GPU NCCL can use, e.g. this emulator)."""
+    fake = FakeNccl(emu, nranks=2)
+    fake.init_error = 1
+    with nccl.using(fake):
+        loss, ps = _model()
+        step = _dp(loss, PeerComm(), 0.05)
+        assert step.reduce_path.startswith("host (NCCL set-up failed: ")
+        start = [step.ctx.get(p) for p in ps]
+        step()
+        assert all(np.abs(step.ctx.get(p) - p0).max() > 0 for p, p0 in zip(ps, start,
+                                                                             strict=True))
+        with pytest.raises(oc.DistributedError, match=r"ncclCommInitRank failed on rank\(s\) "
+                           r"\[0, 1\] of 2: rank 0: ncclCommInitRank returned 1"):
+            _dp(_model()[0], PeerComm(), 0.05, nccl=True)
+    assert fake.reduced == []
 
 
 def test_nccl_argument_is_checked() -> None:
