@@ -45,7 +45,8 @@ class DataParallelStep:
 
     Attributes: ``global_step`` (steps taken, restored by `ocd.load`), ``samples`` (global
     samples seen, when `batch_size` was given), ``grad_routine``, ``update_routine``,
-    ``params`` (sorted by name), ``arena`` (every gradient, contiguous), ``timings``.
+    ``params`` (sorted by name), ``arena`` (every gradient, contiguous), ``timings``,
+    ``reduce_path`` ("nccl": on the GPUs, one device allocation; else "host (...)").
     """
 
     def __init__(self, ctx: Context, loss: Tensor, update: Any, world: World, *,

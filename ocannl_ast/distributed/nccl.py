@@ -43,7 +43,7 @@ SYMBOLS = ("ncclGetVersion", "ncclGetUniqueId", "ncclCommInitRank", "ncclAllRedu
            "ncclCommGetAsyncError")
 SUCCESS, IN_PROGRESS = 0, 7  #: ncclResult_t values
 SUM, AVG = 0, 4  #: ncclRedOp_t values (ncclAvg: NCCL >= 2.10)
-DTYPES = {np.dtype(np.float16): 6, np.dtype(np.float32): 7, np.dtype(np.float64): 8}
+DTYPES = {np.dtype(np.float32): 7, np.dtype(np.float64): 8}  #: ncclFloat32, ncclFloat64
 MIN_VERSION = 21000  #: ncclAvg
 INSTALL_HINT = ("pip install 'ocannl_ast[nccl]' (the nvidia-nccl-cu12 wheel), or point "
                 "$OCANNL_AST_NCCL_LIB at libnccl.so.2")
@@ -253,7 +253,7 @@ class NcclComm:
     def _dtype(self, dtype: np.dtype[Any]) -> int:
         code = DTYPES.get(np.dtype(dtype))
         if code is None:
-            raise DistributedError(f"NCCL reduces float16/32/64 buffers, not {dtype}",
+            raise DistributedError(f"NCCL reduces float32/float64 buffers here, not {dtype}",
                                    user_span())
         return code
 

@@ -129,8 +129,9 @@ def _model() -> tuple[Any, list[Any]]:
     return oc.nn.mse(w @ x + b, y), [b, w]
 
 
-def _dp(loss: Any, comm: Any, lr: float, **kw: Any) -> ocd.DataParallelStep:
-    return ocd.data_parallel(oc.Context(backend="cuda"), loss,
+def _dp(loss: Any, comm: Any, lr: float, precision: str = "float32", **kw: Any
+        ) -> ocd.DataParallelStep:
+    return ocd.data_parallel(oc.Context(backend="cuda", precision=precision), loss,
                              oc.sgd_update(loss, learning_rate=lr), world=World(comm, 10.0),
                              check_every=0, **kw)
 
@@ -157,15 +158,18 @@ def test_the_gradients_are_slices_of_one_device_allocation(emu: Any) -> None:
     assert np.abs(grads).max() > 0
 
 
-def test_the_update_reads_the_reduced_gradients_with_no_host_copy(emu: Any) -> None:
+@pytest.mark.parametrize("precision", ["float32", "float64"])
+def test_the_update_reads_the_reduced_gradients_with_no_host_copy(emu: Any, precision: str
+                                                                  ) -> None:
     """A peer with 3x the gradients: the mean is 2x, so SGD with lr moves the params as
     plain SGD with 2*lr; only the params' reads come back to the host."""
     loss, ps = _model()
     fake = FakeNccl(emu, nranks=2, peer_factor=3.0)
-    ref = oc.Context(backend="cuda")
+    ref = oc.Context(backend="cuda", precision=precision)
     fused = ref.compile([oc.grad_update(loss), oc.sgd_update(loss, learning_rate=0.1)])
     with nccl.using(fake):
-        step = _dp(loss, PeerComm(), 0.05)
+        step = _dp(loss, PeerComm(), 0.05, precision)
+        assert step.arena.dtype == np.dtype(precision)
         start = [step.ctx.get(p) for p in ps]
         step()
         fused()
@@ -175,6 +179,7 @@ def test_the_update_reads_the_reduced_gradients_with_no_host_copy(emu: Any) -> N
             fused()
         assert emu.stats.dtoh_bytes == before  # the reduction never crossed to the host
     assert len(fake.reduced) == 4
+    assert {r[2] for r in fake.reduced} == {nccl.DTYPES[np.dtype(precision)]}
     for p, p0 in zip(ps, start, strict=True):
         assert np.abs(step.ctx.get(p) - p0).max() > 1e-3, f"{p.name} did not move"
         np.testing.assert_allclose(step.ctx.get(p), ref.get(p), rtol=1e-5, atol=1e-6)
@@ -252,6 +257,16 @@ def test_a_communicator_that_cannot_start_falls_back_unless_forced(emu: Any) -> 
                            r"\[0, 1\] of 2: rank 0: ncclCommInitRank returned 1"):
             _dp(_model()[0], PeerComm(), 0.05, nccl=True)
     assert fake.reduced == []
+
+
+def test_the_communicator_refuses_what_nccl_cannot_reduce(emu: Any) -> None:
+    fake = FakeNccl(emu)
+    with nccl.using(fake):
+        comm = nccl.NcclComm(World(LocalComm(), 10.0), fake)
+        with pytest.raises(oc.DistributedError, match="float32/float64 buffers here, not int32"):
+            comm.allreduce_(0, 4, np.dtype(np.int32), 0)
+        comm.close()
+    assert fake.destroyed == 1 and comm.comm is None
 
 
 def test_nccl_argument_is_checked() -> None:
