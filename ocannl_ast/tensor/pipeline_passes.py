@@ -1,0 +1,73 @@
+"""The scheduling stages of the compile pipeline (`pipeline.STAGES`): loop-IR passes that
+reorder or merge loop nests without changing any cell's arithmetic (same bits), each
+returning what it decided as a `pipeline.Decided`.
+
+- `unroll_loops` (before `inline`): reductions of a few terms per cell become straight-line
+  code (`lowering.schedule.unroll_reductions`), so the cells around them vectorize;
+- `interchange_loops`: unit-stride loops innermost (`lowering.schedule.interchange`);
+- `fuse_loops`: adjacent pointwise nests over the same iteration space merge
+  (`lowering.fuse_nests`);
+- `parallel_loops`: outer loops of independent nests with enough work run on OpenMP threads
+  when `OCANNL_AST_THREADS` asks for more than one (`lowering.parallel`).
+
+All four are skipped with ``OCANNL_AST_SCHEDULE=0`` or ``Options.schedule=False``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .. import config
+from ..lowering.loop_ir import LoopProgram
+
+if TYPE_CHECKING:
+    from .pipeline import Decided, Options
+
+
+def scheduling(opts: Options) -> bool:
+    """Whether to run the scheduling passes: the option, else OCANNL_AST_SCHEDULE."""
+    return opts.schedule if opts.schedule is not None else config.schedule()
+
+
+def _decided(prog: LoopProgram) -> Decided:
+    from .pipeline import Decided
+
+    return Decided(prog)
+
+
+def unroll_loops(prog: LoopProgram, opts: Options) -> Decided:
+    """Unroll small non-contraction reductions (`lowering.schedule.unroll_reductions`)."""
+    if not scheduling(opts):
+        return _decided(prog)
+    from ..lowering.schedule import unroll_reductions
+
+    return _decided(unroll_reductions(prog).prog)
+
+
+def interchange_loops(prog: LoopProgram, opts: Options) -> Decided:
+    """Unit-stride loops innermost in independent nests (`lowering.schedule.interchange`)."""
+    if not scheduling(opts):
+        return _decided(prog)
+    from ..lowering.schedule import interchange
+
+    return _decided(interchange(prog).prog)
+
+
+def fuse_loops(prog: LoopProgram, opts: Options) -> Decided:
+    """Merge adjacent pointwise nests over the same extents (`lowering.fuse_nests`)."""
+    if not scheduling(opts):
+        return _decided(prog)
+    from ..lowering.fuse_nests import fuse_nests
+
+    return _decided(fuse_nests(prog).prog)
+
+
+def parallel_loops(prog: LoopProgram, opts: Options) -> Decided:
+    """Mark the outer loops that run on threads (`lowering.parallel`), when
+    `opts.threads` (else OCANNL_AST_THREADS) is more than one."""
+    if not scheduling(opts):
+        return _decided(prog)
+    from ..lowering.parallel import mark_parallel, thread_count
+
+    n = opts.threads if opts.threads is not None else thread_count()
+    return _decided(mark_parallel(prog, n).prog) if n > 1 else _decided(prog)
