@@ -44,7 +44,13 @@ from .node import (
     buffer_id,
     buffer_ids,
 )
-from .pipeline_passes import fuse_loops, interchange_loops, parallel_loops, unroll_loops
+from .pipeline_passes import (
+    fuse_loops,
+    interchange_loops,
+    parallel_loops,
+    share_storage,
+    unroll_loops,
+)
 from .plain_set import check_plain_set
 
 #: closing shapes and lowering touch solver state shared by every tensor of a graph
@@ -440,6 +446,7 @@ STAGES: tuple[Stage, ...] = (
     Stage("interchange", interchange_loops),                    # LoopProgram -> Decided
     Stage("fuse_nests", fuse_loops),                            # LoopProgram -> Decided
     Stage("parallel", parallel_loops),                          # LoopProgram -> Decided
+    Stage("share_storage", share_storage),                      # LoopProgram -> Decided
     Stage("bind_statics", bind_statics, _verify_loops),         # LoopProgram -> LoopProgram
     Stage("name", name_program),                                # LoopProgram -> LoopProgram
 )

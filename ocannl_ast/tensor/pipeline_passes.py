@@ -10,7 +10,10 @@ returning what it decided as a `pipeline.Decided`.
 - `parallel_loops`: outer loops of independent nests with enough work run on OpenMP threads
   when `OCANNL_AST_THREADS` asks for more than one (`lowering.parallel`).
 
-All four are skipped with ``OCANNL_AST_SCHEDULE=0`` or ``Options.schedule=False``.
+- `share_storage`: intermediates whose lifetimes do not overlap share arenas
+  (`lowering.arena`); the shared buffers are reported as virtual (no value after a run).
+
+All five are skipped with ``OCANNL_AST_SCHEDULE=0`` or ``Options.schedule=False``.
 """
 
 from __future__ import annotations
@@ -71,3 +74,16 @@ def parallel_loops(prog: LoopProgram, opts: Options) -> Decided:
 
     n = opts.threads if opts.threads is not None else thread_count()
     return _decided(mark_parallel(prog, n).prog) if n > 1 else _decided(prog)
+
+
+def share_storage(prog: LoopProgram, opts: Options) -> Decided:
+    """Intermediates share arenas by liveness (`lowering.arena`); the buffers in
+    `opts.keep` and those laid out with margins before keep their own storage."""
+    if not scheduling(opts):
+        return _decided(prog)
+    from ..lowering.arena import share_storage as share
+    from .pipeline import Decided
+
+    padded = frozenset(b for b, m in opts.layout.items() if m)
+    out = share(prog, opts.keep, padded)
+    return Decided(out.prog, virtual=out.shared)
