@@ -205,3 +205,29 @@ def _touches(u: Stmt, place: dict[int, tuple[int, int]]) -> bool:
     return any((isinstance(x, SetCell | Fill) and x.buffer.id in place)
                or any(g.buffer.id in place for e in own_exprs(x) for g in gets(e))
                for x in stmt_nodes(u))
+
+
+def live_peak_cells(prog: LoopProgram, keep: frozenset[int]) -> int:
+    """The most cells of buffers not in `keep` (the routine's intermediates) live during one
+    unit of `prog`, a buffer being live from the first unit touching it to the last: the
+    least an allocator by liveness needs besides the kept state.
+
+    Example: ``live_peak_cells(prog, frozenset({w.id}))``.
+    """
+    _, us = body_units(prog)
+    acc = Accesses()
+    life: dict[int, list[int]] = {}
+    for k, u in enumerate(us):
+        for b in acc.read_ids(u) | acc.write_ids(u):
+            life.setdefault(b, [k, k])[1] = k
+    cells = {b.id: math.prod(b.dims) for b in prog.buffers if b.id not in keep}
+    delta = [0] * (len(us) + 1)
+    for b, n in cells.items():
+        if b in life:
+            delta[life[b][0]] += n
+            delta[life[b][1] + 1] -= n
+    peak = live = 0
+    for d in delta:
+        live += d
+        peak = max(peak, live)
+    return peak
