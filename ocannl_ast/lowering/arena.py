@@ -83,12 +83,11 @@ def share_storage(prog: LoopProgram, keep: frozenset[int], padded: frozenset[int
     if not place:
         return Shared(prog, frozenset(), 0, 0, 0)
     arenas = [Buffer(_arena_id(prog, k, n), f"arena{k}", (n,)) for k, n in enumerate(sizes)]
-    out = _rewrite(us, place, arenas, prog)
+    out = _rewrite(us, place, arenas, prog, acc)
     shared = frozenset(place)
     by_id = {b.id: b for b in prog.buffers}
     sep = sum(math.prod(by_id[b].dims) for b in shared)
-    peak = max(sum(math.prod(by_id[b].dims) for b in shared if life[b][0] <= k <= life[b][1])
-               for k in range(len(us)))
+    peak = _peak({b: math.prod(by_id[b].dims) for b in shared}, life, len(us))
     note = (f"arena: {len(shared)} buffers ({sep} cells) share {len(arenas)} arenas of "
             f"{sum(sizes)} cells (at most {peak} live at once)")
     more = [note]
@@ -171,7 +170,7 @@ def _place(cands: Sequence[Buffer], life: dict[int, list[int]], us: Sequence[Stm
 
 
 def _rewrite(us: Sequence[Stmt], place: dict[int, tuple[int, int]], arenas: Sequence[Buffer],
-             prog: LoopProgram) -> list[Stmt]:
+             prog: LoopProgram, acc: Accesses) -> list[Stmt]:
     """The units with every access of a shared buffer moved to its arena."""
     next_id = 1 + max([s.id for u in us for x, loops in scoped(u) for s, _ in loops]
                       + [s.id for s in prog.static_args] + [0])
@@ -198,13 +197,9 @@ def _rewrite(us: Sequence[Stmt], place: dict[int, tuple[int, int]], arenas: Sequ
             return ForLoop(sym, math.prod(s.buffer.dims), cell)
         return None
 
-    return [u if not _touches(u, place) else map_stmt(u, expr=expr, stmt=stmt) for u in us]
-
-
-def _touches(u: Stmt, place: dict[int, tuple[int, int]]) -> bool:
-    return any((isinstance(x, SetCell | Fill) and x.buffer.id in place)
-               or any(g.buffer.id in place for e in own_exprs(x) for g in gets(e))
-               for x in stmt_nodes(u))
+    return [map_stmt(u, expr=expr, stmt=stmt)
+            if not place.keys().isdisjoint(acc.read_ids(u) | acc.write_ids(u)) else u
+            for u in us]
 
 
 def live_peak_cells(prog: LoopProgram, keep: frozenset[int]) -> int:
@@ -220,8 +215,13 @@ def live_peak_cells(prog: LoopProgram, keep: frozenset[int]) -> int:
     for k, u in enumerate(us):
         for b in acc.read_ids(u) | acc.write_ids(u):
             life.setdefault(b, [k, k])[1] = k
-    cells = {b.id: math.prod(b.dims) for b in prog.buffers if b.id not in keep}
-    delta = [0] * (len(us) + 1)
+    return _peak({b.id: math.prod(b.dims) for b in prog.buffers if b.id not in keep}, life,
+                 len(us))
+
+
+def _peak(cells: dict[int, int], life: dict[int, list[int]], n_units: int) -> int:
+    """The most cells of these buffers live during one unit (`life`: first and last unit)."""
+    delta = [0] * (n_units + 1)
     for b, n in cells.items():
         if b in life:
             delta[life[b][0]] += n

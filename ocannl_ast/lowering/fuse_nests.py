@@ -59,7 +59,8 @@ def fuse_nests(prog: LoopProgram, max_cells: int = MAX_CELLS) -> Scheduled:
 
 
 def _pointwise(u: Stmt) -> tuple[list[Loop], list[SetCell]] | None:
-    """A perfect nest (at least one loop) whose body is assignments to cells only."""
+    """A perfect nest (at least one loop) whose body is assignments to cells only, none an
+    accumulating product."""
     loops, body = peel(u)
     if not loops:
         return None
@@ -68,9 +69,9 @@ def _pointwise(u: Stmt) -> tuple[list[Loop], list[SetCell]] | None:
     if not stmts or not all(isinstance(x, SetCell) for x in stmts):
         return None
     cells = [x for x in stmts if isinstance(x, SetCell)]
-    if any(_accumulates_product(c) for c in cells) or not independent(loops, cells):
+    if any(_accumulates_product(c) for c in cells):
         return None
-    return loops, cells
+    return loops, cells  # independence is checked on merging (it implies each part's)
 
 
 def _accumulates_product(c: SetCell) -> bool:

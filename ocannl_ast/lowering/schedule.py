@@ -14,6 +14,7 @@ decided (as leading comments, like the virtualization passes).
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Sequence
@@ -174,9 +175,16 @@ def injective(loops: Sequence[Loop], buf: Buffer, index: Sequence[IndexExpr]) ->
 
 def same_cell(buf: Buffer, a: Sequence[IndexExpr], b: Sequence[IndexExpr]) -> bool:
     """Whether two indices of `buf` name the same cell for every value of their symbols."""
-    ta, oa = flat_terms(buf.dims, a)
-    tb, ob = flat_terms(buf.dims, b)
-    return oa == ob and {s: c for s, c in ta.items() if c} == {s: c for s, c in tb.items() if c}
+    return a == b or _flat(buf.dims, tuple(a)) == _flat(buf.dims, tuple(b))
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _flat(dims: tuple[int, ...], index: tuple[IndexExpr, ...]
+          ) -> tuple[frozenset[tuple[Symbol, int]], int]:
+    """The row-major flat offset of `index` (nonzero coefficients only), memoized: the
+    passes ask for the same accesses' offsets over and over."""
+    terms, offset = flat_terms(dims, index)
+    return frozenset((s, c) for s, c in terms.items() if c), offset
 
 
 def independent(loops: Sequence[Loop], cells: Sequence[SetCell]) -> bool:
