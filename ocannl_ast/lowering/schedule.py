@@ -56,9 +56,10 @@ class Scheduled:
 
 
 def unroll_reductions(prog: LoopProgram, max_terms: int = MAX_UNROLL) -> Scheduled:
-    """Unroll every reduction nest of at most `max_terms` terms per cell that is not a sum of
-    products (those are the contraction kernels' to take): the accumulator's steps in the
-    same order, as one expression when the accumulator is read once per step.
+    """Unroll every reduction nest of at most `max_terms` terms per cell, inside at least
+    one loop, that is not a sum of products (those are the contraction kernels' to take):
+    the accumulator's steps in the same order, as one expression when the accumulator is
+    read once per step.
 
     Example: ``unroll_reductions(prog).changed``.
     """
@@ -77,8 +78,8 @@ def unroll_reductions(prog: LoopProgram, max_terms: int = MAX_UNROLL) -> Schedul
 
 def _unrolled(red: ReductionNest, max_terms: int) -> Stmt | None:
     terms = math.prod(n for _, n in red.reduce)
-    if terms > max_terms or _sum_of_products(red):
-        return None
+    if not red.outer or terms > max_terms or _sum_of_products(red):
+        return None  # (no loop around it: nothing for straight-line code to vectorize)
     reduce_syms = {s for s, _ in red.reduce}
     if any(isinstance(x, SymbolValue) and x.symbol in reduce_syms
            for e in (red.step, red.store.value) for x in expr_nodes(e)):
