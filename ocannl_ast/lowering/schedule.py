@@ -78,7 +78,7 @@ def unroll_reductions(prog: LoopProgram, max_terms: int = MAX_UNROLL) -> Schedul
 
 def _unrolled(red: ReductionNest, max_terms: int) -> Stmt | None:
     terms = math.prod(n for _, n in red.reduce)
-    if not red.outer or terms > max_terms or _sum_of_products(red):
+    if not red.outer or terms > max_terms or sum_of_products(red):
         return None  # (no loop around it: nothing for straight-line code to vectorize)
     reduce_syms = {s for s, _ in red.reduce}
     if any(isinstance(x, SymbolValue) and x.symbol in reduce_syms
@@ -100,7 +100,7 @@ def _unrolled(red: ReductionNest, max_terms: int) -> Stmt | None:
     return nest(red.outer, body)
 
 
-def _sum_of_products(red: ReductionNest) -> bool:
+def sum_of_products(red: ReductionNest) -> bool:
     """``acc + x * y`` (either side): a contraction the backend may run as a kernel."""
     s = red.step
     if not isinstance(s, Binary) or s.op is not BinOp.ADD:
@@ -210,4 +210,4 @@ def rename(cell: SetCell, sub: dict[Symbol, IndexExpr]) -> SetCell:
 
 
 __all__ = ["MAX_UNROLL", "Scheduled", "independent", "injective", "interchange",
-           "rename", "same_cell", "unroll_reductions"]
+           "rename", "same_cell", "sum_of_products", "unroll_reductions"]

@@ -6,7 +6,8 @@ returning what it decided as a `pipeline.Decided`.
   code (`lowering.schedule.unroll_reductions`), so the cells around them vectorize;
 - `interchange_loops`: unit-stride loops innermost (`lowering.schedule.interchange`);
 - `fuse_loops`: adjacent pointwise nests over the same iteration space merge
-  (`lowering.fuse_nests`);
+  (`lowering.fuse_nests`), then nests sharing outer loops merge under them, row by row
+  (`lowering.fuse_rows`);
 - `parallel_loops`: outer loops of independent nests with enough work run on OpenMP threads
   when `OCANNL_AST_THREADS` asks for more than one (`lowering.parallel`).
 
@@ -61,8 +62,9 @@ def fuse_loops(prog: LoopProgram, opts: Options) -> Decided:
     if not scheduling(opts):
         return _decided(prog)
     from ..lowering.fuse_nests import fuse_nests
+    from ..lowering.fuse_rows import fuse_rows
 
-    return _decided(fuse_nests(prog).prog)
+    return _decided(fuse_rows(fuse_nests(prog).prog).prog)
 
 
 def parallel_loops(prog: LoopProgram, opts: Options) -> Decided:

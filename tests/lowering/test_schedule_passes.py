@@ -18,6 +18,7 @@ import pytest
 import ocannl_ast as oc
 from ocannl_ast.backends.c_backend import compile_c, render_c
 from ocannl_ast.lowering.fuse_nests import fuse_nests
+from ocannl_ast.lowering.fuse_rows import fuse_rows
 from ocannl_ast.lowering.loop_ir import (
     Binary,
     BinOp,
@@ -130,6 +131,28 @@ def test_fusion_refuses_cross_iteration_dependences(hazard: str) -> None:
     out = fuse_nests(prog)
     assert out.changed == 0
     init = _inputs(bufs, 1)
+    assert _run(prog, init) == _run(out.prog, init)
+
+
+def _row_max_then_shift(shift: int) -> LoopProgram:
+    """m[i] = max_k x[i, k]; y[i, k] = x[i, k] - m[i + shift] (shift 1 reads the next row's
+    max, not yet computed when fused row by row)."""
+    x, y, m = Buffer(30, "x", (4, 20)), Buffer(31, "y", (4, 20)), Buffer(32, "m", (5,))
+    i, k, i2, k2 = _sym("i"), _sym("k"), _sym("i"), _sym("k")
+    step = Binary(BinOp.MAX, GetLocal("mx"), Get(x, (index_of(i), index_of(k))))
+    red = ForLoop(i, 4, Seq((DeclLocal("mx", Const(-np.inf)), ForLoop(k, 20, SetLocal("mx", step)),
+                             SetCell(m, (index_of(i),), GetLocal("mx")))))
+    sub = ForLoop(i2, 4, ForLoop(k2, 20, SetCell(y, (index_of(i2), index_of(k2)), Binary(
+        BinOp.SUB, Get(x, (index_of(i2), index_of(k2))), Get(m, (index_of(i2, 1, shift),))))))
+    return _prog(red, sub, bufs=(x, y, m))
+
+
+@pytest.mark.parametrize("shift", [0, 1])
+def test_row_fusion_merges_rows_only_when_each_row_is_its_own(shift: int) -> None:
+    prog = _row_max_then_shift(shift)
+    out = fuse_rows(prog)
+    assert out.changed == (1 if shift == 0 else 0)
+    init = _inputs(prog.buffers, 5)
     assert _run(prog, init) == _run(out.prog, init)
 
 
@@ -254,6 +277,7 @@ def test_random_programs_same_bits(seed: int) -> None:
     sched = unroll_reductions(prog).prog
     sched = interchange(sched).prog
     sched = fuse_nests(sched).prog
+    sched = fuse_rows(sched).prog
     sched = mark_parallel(sched, 2, min_work=1).prog
     init = _inputs(prog.buffers, seed)
     assert _run(prog, init) == _run(sched, init)
