@@ -45,6 +45,7 @@ from .node import (
     buffer_ids,
 )
 from .pipeline_passes import (
+    Decided,
     fuse_loops,
     interchange_loops,
     parallel_loops,
@@ -324,15 +325,6 @@ def lower_loops(asgn: A.Asgn, opts: Options) -> LoopProgram:
 
 
 # ---- passes 6-8: virtualize (LoopProgram -> LoopProgram, and what each decided) ------------
-
-@dataclass(frozen=True, slots=True)
-class Decided:
-    """A loop-IR pass's output program and the buffer ids it took out of the routine."""
-
-    prog: LoopProgram
-    virtual: frozenset[int] = frozenset()  #: computed inline where they are read
-    folded: frozenset[int] = frozenset()  #: constants read as numbers
-
 
 def virtualizing(opts: Options) -> bool:
     """Whether to virtualize: the option, else OCANNL_AST_VIRTUALIZE (on unless "0")."""

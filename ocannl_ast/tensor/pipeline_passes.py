@@ -19,13 +19,35 @@ All five are skipped with ``OCANNL_AST_SCHEDULE=0`` or ``Options.schedule=False`
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Protocol
 
 from .. import config
+from ..infer.padding import Margins
 from ..lowering.loop_ir import LoopProgram
 
-if TYPE_CHECKING:
-    from .pipeline import Decided, Options
+
+@dataclass(frozen=True, slots=True)
+class Decided:
+    """A loop-IR pass's output program and the buffer ids it took out of the routine."""
+
+    prog: LoopProgram
+    virtual: frozenset[int] = frozenset()  #: computed inline where they are read
+    folded: frozenset[int] = frozenset()  #: constants read as numbers
+
+
+class Options(Protocol):
+    """What these stages read of `pipeline.Options`."""
+
+    @property
+    def schedule(self) -> bool | None: ...
+    @property
+    def threads(self) -> int | None: ...
+    @property
+    def keep(self) -> frozenset[int]: ...
+    @property
+    def layout(self) -> Mapping[int, Margins]: ...
 
 
 def scheduling(opts: Options) -> bool:
@@ -34,8 +56,6 @@ def scheduling(opts: Options) -> bool:
 
 
 def _decided(prog: LoopProgram) -> Decided:
-    from .pipeline import Decided
-
     return Decided(prog)
 
 
@@ -84,7 +104,6 @@ def share_storage(prog: LoopProgram, opts: Options) -> Decided:
     if not scheduling(opts):
         return _decided(prog)
     from ..lowering.arena import share_storage as share
-    from .pipeline import Decided
 
     padded = frozenset(b for b, m in opts.layout.items() if m)
     out = share(prog, opts.keep, padded)
