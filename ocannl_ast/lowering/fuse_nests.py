@@ -13,10 +13,7 @@ how many nests were merged into their predecessor.
 from __future__ import annotations
 
 from .loop_ir import (
-    Binary,
-    BinOp,
     Comment,
-    Get,
     IndexExpr,
     LoopProgram,
     Noop,
@@ -26,7 +23,7 @@ from .loop_ir import (
     Symbol,
 )
 from .nests import body_units, nest, noted, peel
-from .schedule import Scheduled, independent, rename
+from .schedule import Scheduled, accumulates_product, independent, rename
 from .walk import Loop
 
 #: cells of one fused body at most (a long body spills registers and stops vectorizing)
@@ -69,20 +66,9 @@ def _pointwise(u: Stmt) -> tuple[list[Loop], list[SetCell]] | None:
     if not stmts or not all(isinstance(x, SetCell) for x in stmts):
         return None
     cells = [x for x in stmts if isinstance(x, SetCell)]
-    if any(_accumulates_product(c) for c in cells):
+    if any(accumulates_product(c) for c in cells):
         return None
     return loops, cells  # independence is checked on merging (it implies each part's)
-
-
-def _accumulates_product(c: SetCell) -> bool:
-    """``c[i] = c[i] + x * y``: the shape the C backend's contraction kernels take over
-    (``+=``), left to them."""
-    v = c.value
-    if not isinstance(v, Binary) or v.op is not BinOp.ADD:
-        return False
-    own = Get(c.buffer, c.index)
-    return (v.lhs == own and isinstance(v.rhs, Binary) and v.rhs.op is BinOp.MUL) or \
-        (v.rhs == own and isinstance(v.lhs, Binary) and v.lhs.op is BinOp.MUL)
 
 
 def _merge(a: tuple[list[Loop], list[SetCell]], b: tuple[list[Loop], list[SetCell]],

@@ -16,8 +16,6 @@ fusion. Input: a `LoopProgram`. Output: the program and how many nests were merg
 from __future__ import annotations
 
 from .loop_ir import (
-    Binary,
-    BinOp,
     DeclLocal,
     Expr,
     ForLoop,
@@ -31,10 +29,10 @@ from .loop_ir import (
     SymbolValue,
     ThreefryUniform,
 )
-from .nests import body_units, match_reduction, nest, noted, peel
+from .nests import body_units, nest, noted, peel
 from .parallel import parallel_safe
-from .schedule import Scheduled, sum_of_products
-from .walk import Loop, map_stmt, stmt_nodes, subst_expr, subst_index
+from .schedule import Scheduled, holds_contraction
+from .walk import Loop, map_stmt, subst_expr, subst_index
 
 #: nests merged into one row group at most
 MAX_GROUP = 6
@@ -65,25 +63,8 @@ def fuse_rows(prog: LoopProgram, max_group: int = MAX_GROUP) -> Scheduled:
 
 
 def _fusable(u: Stmt) -> bool:
-    """A loop nest that is not a sum of products (nor holds one)."""
-    if not isinstance(u, ForLoop):
-        return False
-    for x in stmt_nodes(u):
-        if isinstance(x, ForLoop):
-            red = match_reduction(x)
-            if red is not None and sum_of_products(red):
-                return False
-        if isinstance(x, SetCell) and _accumulates_product(x):
-            return False
-    return True
-
-
-def _accumulates_product(c: SetCell) -> bool:
-    v = c.value
-    own = Get(c.buffer, c.index)
-    return isinstance(v, Binary) and v.op is BinOp.ADD and any(
-        a == own and isinstance(b, Binary) and b.op is BinOp.MUL
-        for a, b in ((v.lhs, v.rhs), (v.rhs, v.lhs)))
+    """A loop nest that holds no sum of products (the kernels' and the reordering's)."""
+    return isinstance(u, ForLoop) and not holds_contraction(u)
 
 
 def _merge(a: Stmt, b: Stmt) -> Stmt | None:

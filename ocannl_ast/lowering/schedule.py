@@ -26,6 +26,8 @@ from .loop_ir import (
     Buffer,
     DeclLocal,
     Expr,
+    ForLoop,
+    Get,
     GetLocal,
     IndexExpr,
     LoopProgram,
@@ -37,7 +39,7 @@ from .loop_ir import (
     SymbolValue,
 )
 from .nests import ReductionNest, body_units, flat_terms, match_reduction, nest, noted, peel
-from .walk import Loop, expr_nodes, gets, map_expr, subst_expr, subst_index
+from .walk import Loop, expr_nodes, gets, map_expr, stmt_nodes, subst_expr, subst_index
 
 #: reductions of at most this many terms per cell are unrolled (a pooling window, a tiny
 #: row): their loops are too short for gcc to vectorize, the cells around them are not
@@ -108,6 +110,28 @@ def sum_of_products(red: ReductionNest) -> bool:
     other = s.rhs if s.lhs == GetLocal(red.acc) else s.lhs if s.rhs == GetLocal(red.acc) \
         else None
     return isinstance(other, Binary) and other.op is BinOp.MUL
+
+
+def accumulates_product(c: SetCell) -> bool:
+    """``c[i] = c[i] + x * y`` (either side): the other shape the contraction kernels take."""
+    v = c.value
+    own = Get(c.buffer, c.index)
+    return isinstance(v, Binary) and v.op is BinOp.ADD and any(
+        a == own and isinstance(b, Binary) and b.op is BinOp.MUL
+        for a, b in ((v.lhs, v.rhs), (v.rhs, v.lhs)))
+
+
+def holds_contraction(u: Stmt) -> bool:
+    """Whether a contraction kernel could take some loop of `u` (a sum of products into a
+    local, or an accumulating product): a pass that hides or wraps it must leave it."""
+    for x in stmt_nodes(u):
+        if isinstance(x, ForLoop):
+            red = match_reduction(x)
+            if red is not None and sum_of_products(red):
+                return True
+        if isinstance(x, SetCell) and accumulates_product(x):
+            return True
+    return False
 
 
 def _reads(e: Expr, name: str) -> int:
@@ -209,5 +233,16 @@ def rename(cell: SetCell, sub: dict[Symbol, IndexExpr]) -> SetCell:
                    subst_expr(cell.value, sub))
 
 
-__all__ = ["MAX_UNROLL", "Scheduled", "independent", "injective", "interchange",
-           "rename", "same_cell", "sum_of_products", "unroll_reductions"]
+__all__ = [
+    "MAX_UNROLL",
+    "Scheduled",
+    "accumulates_product",
+    "holds_contraction",
+    "independent",
+    "injective",
+    "interchange",
+    "rename",
+    "same_cell",
+    "sum_of_products",
+    "unroll_reductions",
+]

@@ -232,6 +232,20 @@ def test_parallel_marks_independent_nests_only() -> None:
     assert _run(prog, init) == _run(out.prog, init)
 
 
+def test_parallel_leaves_contractions_to_the_kernels() -> None:
+    """A sum of products may become a kernel call (which threads itself and may return an
+    error code, which no OpenMP loop may do): never marked."""
+    out_b, x = Buffer(40, "o", (4, 6)), Buffer(41, "x", (4, 5))
+    w = Buffer(42, "w", (5, 6))
+    i, j, k = _sym("i"), _sym("j"), _sym("k")
+    step = Binary(BinOp.ADD, GetLocal("s"), Binary(BinOp.MUL, Get(x, (index_of(i), index_of(k))),
+                                                   Get(w, (index_of(k), index_of(j)))))
+    body = Seq((DeclLocal("s", Const(0.0)), ForLoop(k, 5, SetLocal("s", step)),
+                SetCell(out_b, (index_of(i), index_of(j)), GetLocal("s"))))
+    prog = _prog(ForLoop(i, 4, ForLoop(j, 6, body)), bufs=(out_b, x, w))
+    assert mark_parallel(prog, 2, min_work=1).changed == 0
+
+
 # ---- random programs vs the unscheduled pipeline ----------------------------------------
 
 
