@@ -14,7 +14,8 @@ returning what it decided as a `pipeline.Decided`.
 - `share_storage`: intermediates whose lifetimes do not overlap share arenas
   (`lowering.arena`); the shared buffers are reported as virtual (no value after a run).
 
-All five are skipped with ``OCANNL_AST_SCHEDULE=0`` or ``Options.schedule=False``.
+All five are skipped with ``OCANNL_AST_SCHEDULE=0`` or ``Options.schedule=False``, and
+for a backend without contraction kernels (CUDA: see `scheduling`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Protocol
 
 from .. import config
 from ..infer.padding import Margins
-from ..lowering.loop_ir import LoopProgram
+from ..lowering.loop_ir import CONTRACTION_MIN_WORK, LoopProgram
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,11 +49,18 @@ class Options(Protocol):
     def keep(self) -> frozenset[int]: ...
     @property
     def layout(self) -> Mapping[int, Margins]: ...
+    @property
+    def fusion_limit(self) -> int: ...
 
 
 def scheduling(opts: Options) -> bool:
-    """Whether to run the scheduling passes: the option, else OCANNL_AST_SCHEDULE."""
-    return opts.schedule if opts.schedule is not None else config.schedule()
+    """Whether to run the scheduling passes: the option, else OCANNL_AST_SCHEDULE for a CPU
+    backend (one with contraction kernels: its `fusion_limit` is below the default). A GPU
+    backend (CUDA) maps each nest's cells to threads itself: merged nests, arenas and
+    unrolled reductions would take that parallelism away."""
+    if opts.schedule is not None:
+        return opts.schedule
+    return config.schedule() and opts.fusion_limit < CONTRACTION_MIN_WORK
 
 
 def _decided(prog: LoopProgram) -> Decided:
