@@ -40,7 +40,7 @@ from .schedule import Scheduled, holds_contraction, injective, same_cell
 from .walk import gets, own_exprs, scoped, work
 
 #: innermost executions a nest needs to be run on threads
-MIN_WORK = 1 << 15
+MIN_WORK = 1 << 17
 
 
 def thread_count() -> int:
