@@ -140,13 +140,15 @@ def _dialect_functions() -> dict[str, Callable[..., Any]]:
 
     from .ops import elementwise as ew
     from .ops import pointwise as pw
+    from .ops import ternary
 
     table: dict[str, Callable[..., Any]] = {
         name: getattr(pw, name) for name in (
             "relu", "relu_gate", "exp", "log", "tanh", "sin", "cos", "sqrt", "recip", "neg",
             "lt", "le", "eq", "ne", "where", "stop_gradient")}
     table.update({name: getattr(ew, name) for name in (
-        "sign", "floor", "sigmoid", "clamp", "mod", "exp2", "log2", "recip_sqrt", "fma")})
+        "sign", "floor", "sigmoid", "clamp", "mod", "exp2", "log2", "recip_sqrt")})
+    table["fma"] = ternary.fma
     table["abs"] = ew.dual(builtins.abs, ew.abs_)
     table["round"] = ew.dual(builtins.round, ew.round_)
     return table

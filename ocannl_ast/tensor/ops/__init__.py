@@ -1,12 +1,14 @@
 """The op library by family: `pointwise`, `contraction` (compose, einsum, einsum_max,
 concat), `stacking` (stack, block literals), `movement` (transpose, batch_slice, range);
-`elementwise` more pointwise ops; `base` builds an operation, `custom` the custom
-ones (`unary_op`, `binary_op`). Input: tensors, numbers. Output: result Tensors.
+`elementwise` more pointwise ops; `ternary` (fma, einsum3), `with_spec` (pointwise ops under
+a spec), `capture` (DimRef, set_dim); `base` builds an operation, `custom` the custom ones
+(`unary_op`, `binary_op`). Input: tensors, numbers. Output: result Tensors.
 """
 
 from __future__ import annotations
 
 from .base import alias, apply, lift, make_op
+from .capture import DimRef, capture, dim_of, set_dim, set_equal
 from .contraction import concat, einsum, einsum_max, matmul
 from .custom import binary_op, unary_op
 from .elementwise import (
@@ -14,7 +16,6 @@ from .elementwise import (
     clamp,
     exp2,
     floor,
-    fma,
     log2,
     mod,
     recip_sqrt,
@@ -47,8 +48,10 @@ from .pointwise import (
     where,
 )
 from .stacking import block_literal, stack
+from .ternary import einsum3, fma
 
 __all__ = [
+    "DimRef",
     "abs_",
     "add",
     "alias",
@@ -56,11 +59,14 @@ __all__ = [
     "batch_slice",
     "binary_op",
     "block_literal",
+    "capture",
     "clamp",
     "concat",
     "cos",
+    "dim_of",
     "div",
     "einsum",
+    "einsum3",
     "einsum_max",
     "eq",
     "exp",
@@ -85,6 +91,8 @@ __all__ = [
     "relu",
     "relu_gate",
     "round_",
+    "set_dim",
+    "set_equal",
     "sigmoid",
     "sign",
     "sin",

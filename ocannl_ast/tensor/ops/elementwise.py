@@ -212,7 +212,8 @@ def _fma_grad(g, g1, g2, g3, v1, v2, projections):
     g3 += g
 
 
-fma = _prim_op("fma", _fma_op, _fma_grad, "Pointwise fused multiply-add `a * b + c`.")
+fma_pointwise = _prim_op("fma", _fma_op, _fma_grad,
+                         "Pointwise fused multiply-add `a * b + c` (`oc.fma` is the compose form).")
 
 
 def _is_symbolic(x: Any) -> bool:

@@ -12,12 +12,15 @@ from ...infer.logic import Pointwise
 from ...rewrite import make_decorator
 from ..node import Tensor
 from .base import Asn, apply
+from .with_spec import apply_spec
 
 cd = make_decorator("cd", "ocannl_ast.tensor.dsl")
 
 
 def _binary(name: str, op_asn: Asn, grad_asn: Asn | None, doc: str) -> Callable[[Any, Any], Any]:
-    def build(a: Any, b: Any) -> Any:
+    def build(a: Any, b: Any, *, spec: str | None = None) -> Any:
+        if spec is not None:  # under an einsum spec's projections (`ops.with_spec`)
+            return apply_spec(name, spec, op_asn, grad_asn, a, b)
         return apply(name, Pointwise(), op_asn, grad_asn, a, b, fuse=True)
 
     build.__name__ = name
@@ -26,11 +29,14 @@ def _binary(name: str, op_asn: Asn, grad_asn: Asn | None, doc: str) -> Callable[
 
 
 def _unary(name: str, op_asn: Asn, grad_asn: Asn | None) -> Callable[[Any], Any]:
-    def build(x: Any) -> Any:
+    def build(x: Any, *, spec: str | None = None) -> Any:
+        if spec is not None:  # under an einsum spec's projections (`ops.with_spec`)
+            return apply_spec(name, spec, op_asn, grad_asn, x)
         return apply(name, Pointwise(), op_asn, grad_asn, x, fuse=True)
 
     build.__name__ = name
-    build.__doc__ = f"Pointwise {name}. Example: ``oc.{name}(x)``."
+    build.__doc__ = (f"Pointwise {name}. Example: ``oc.{name}(x)``; with ``spec=`` (an einsum "
+                     f"spec) under its projections: ``oc.{name}(x, spec=\"ij=>ji\")``.")
     return build
 
 
@@ -282,8 +288,11 @@ def _where_grad(g, v1, g2, g3, projections):
     g3 += where(v1, 0.0, g)
 
 
-def where(cond: Any, a: Any, b: Any) -> Tensor:
-    """`a` where `cond` is nonzero, else `b` (gradients flow to the chosen branch)."""
+def where(cond: Any, a: Any, b: Any, *, spec: str | None = None) -> Tensor:
+    """`a` where `cond` is nonzero, else `b` (gradients flow to the chosen branch). With
+    `spec` (a 3-operand einsum spec) the operands are lined up by its projections."""
+    if spec is not None:
+        return apply_spec("where", spec, _where_op, _where_grad, cond, a, b)
     return apply("where", Pointwise(), _where_op, _where_grad, cond, a, b, fuse=True)
 
 
