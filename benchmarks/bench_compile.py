@@ -101,7 +101,8 @@ def run(quick: bool = False, limit: float | None = None) -> list[Row]:
             rows.append(Row(g, "python side (build + infer/lower + codegen)",
                             f"{r['python']:.3g} s ({r['build']:.2g} + {r['lower']:.3g} + "
                             f"{r['codegen']:.2g}), {int(r['lines'])} C lines"))
-            rows.append(Row(g, f"gcc ({int(r['units'])} units at once) | load",
+            n = int(r["units"])
+            rows.append(Row(g, f"gcc ({n} C file{'s at once' if n > 1 else ''}) | load",
                             f"{r['gcc']:.3g} s | {r['load'] * 1e3:.3g} ms"))
     return rows + summary_rows(done, quick)
 

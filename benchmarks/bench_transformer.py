@@ -186,7 +186,7 @@ def compile_rows(quick: bool) -> list[Row]:
         except WorkerTimeout as e:
             rows.append(Row(G, what + label, str(e), target if not jobs else "", False))
             continue
-        rows.append(Row(G, what + label, f"{got['seconds']:.3g} s ({got['units']} units)",
+        rows.append(Row(G, what + label, f"{got['seconds']:.3g} s ({got['units']} C file(s))",
                         "" if jobs else target,
                         None if jobs else got["seconds"] <= COMPILE_TARGET_S))
     return rows
