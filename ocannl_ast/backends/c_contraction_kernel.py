@@ -216,8 +216,8 @@ static int ocannl_mm_block_SFX(const ocannl_mm_shape_SFX* s, const OCK_T* a, con
 /* Rows i0..i0+rows of C, columns j0..j0+nv*VL (bp: K x np, zero-padded); rows, nv constant. */
 __attribute__((always_inline))
 static inline void ocannl_mm_stile_SFX(const ocannl_mm_shape_SFX* s, const OCK_T* a,
-                                       const OCK_T* restrict bp, int64_t np, OCK_T* c, int add,
-                                       int64_t i0, int rows, int64_t j0, int nv) {
+                                       const OCK_T* bp, const int64_t* restrict brow, OCK_T* c,
+                                       int add, int64_t i0, int rows, int64_t j0, int nv) {
   ocannl_mm_v_SFX acc[OCK_MR][2];
   const OCK_T* ar[OCK_MR];
 #pragma GCC unroll 16
@@ -230,7 +230,7 @@ static inline void ocannl_mm_stile_SFX(const ocannl_mm_shape_SFX* s, const OCK_T
     const int64_t o = s->ak[k];
     ocannl_mm_v_SFX bv[2];
 #pragma GCC unroll 2
-    for (int v = 0; v < nv; ++v) memcpy(&bv[v], bp + k * np + j0 + v * OCK_SVL, sizeof bv[v]);
+    for (int v = 0; v < nv; ++v) memcpy(&bv[v], bp + brow[k] + j0 + v * OCK_SVL, sizeof bv[v]);
 #pragma GCC unroll 16
     for (int r = 0; r < rows; ++r) {
       const OCK_T x = ar[r][o];
@@ -266,30 +266,42 @@ static inline void ocannl_mm_stile_SFX(const ocannl_mm_shape_SFX* s, const OCK_T
 /* One strip of `rows` rows over all columns: tiles of 2 vectors, the last one of 1. */
 __attribute__((always_inline))
 static inline void ocannl_mm_strip_SFX(const ocannl_mm_shape_SFX* s, const OCK_T* a,
-                                       const OCK_T* restrict bp, int64_t np, OCK_T* c, int add,
-                                       int64_t i0, int rows) {
+                                       const OCK_T* bp, const int64_t* restrict brow,
+                                       int64_t np, OCK_T* c, int add, int64_t i0, int rows) {
   int64_t j0 = 0;
   for (; np - j0 >= 2 * OCK_SVL; j0 += 2 * OCK_SVL)
-    ocannl_mm_stile_SFX(s, a, bp, np, c, add, i0, rows, j0, 2);
-  if (j0 < np) ocannl_mm_stile_SFX(s, a, bp, np, c, add, i0, rows, j0, 1);
+    ocannl_mm_stile_SFX(s, a, bp, brow, c, add, i0, rows, j0, 2);
+  if (j0 < np) ocannl_mm_stile_SFX(s, a, bp, brow, c, add, i0, rows, j0, 1);
 }
 
 /* The small path: B's K x np panel on the stack (heap beyond OCK_SMALL_STACK bytes; nonzero
-   when out of memory), then strips of OCK_MR, OCK_MR / 2 and single rows. */
+   when out of memory), then strips of OCK_MR, OCK_MR / 2 and single rows. B is read in place
+   (no packing) when its rows are contiguous and N is whole vectors (the loads are the same
+   values, so the same bits). */
 __attribute__((noinline))
 static int ocannl_mm_small_SFX(const ocannl_mm_shape_SFX* s, const OCK_T* a, const OCK_T* b,
                                OCK_T* c, int add) {
   OCK_T local[OCK_SMALL_STACK / sizeof(OCK_T)] __attribute__((aligned(64)));
+  int64_t brow[OCK_KC];
   const int64_t np = (s->n + OCK_SVL - 1) / OCK_SVL * OCK_SVL;
-  const int on_stack = s->k * np <= (int64_t)(OCK_SMALL_STACK / sizeof(OCK_T));
+  const int direct = !s->b2 && s->bn_unit && np == s->n;
+  const int on_stack = direct || s->k * np <= (int64_t)(OCK_SMALL_STACK / sizeof(OCK_T));
   OCK_T* bp = on_stack ? local : ocannl_mm_alloc_SFX(s->k * np);
   if (!bp) return 1;
-  ocannl_mm_pack_b_SFX(s, b, bp, 0, s->n, 0, s->k, np);
+  const OCK_T* bsrc = bp;
+  if (direct) {
+    bsrc = b + s->bn[0];
+    for (int64_t k = 0; k < s->k; ++k) brow[k] = s->bk[k];
+  } else {
+    ocannl_mm_pack_b_SFX(s, b, bp, 0, s->n, 0, s->k, np);
+    for (int64_t k = 0; k < s->k; ++k) brow[k] = k * np;
+  }
   int64_t i0 = 0;
-  for (; s->m - i0 >= OCK_MR; i0 += OCK_MR) ocannl_mm_strip_SFX(s, a, bp, np, c, add, i0, OCK_MR);
+  for (; s->m - i0 >= OCK_MR; i0 += OCK_MR)
+    ocannl_mm_strip_SFX(s, a, bsrc, brow, np, c, add, i0, OCK_MR);
   for (; s->m - i0 >= OCK_MR / 2; i0 += OCK_MR / 2)
-    ocannl_mm_strip_SFX(s, a, bp, np, c, add, i0, OCK_MR / 2);
-  for (; i0 < s->m; ++i0) ocannl_mm_strip_SFX(s, a, bp, np, c, add, i0, 1);
+    ocannl_mm_strip_SFX(s, a, bsrc, brow, np, c, add, i0, OCK_MR / 2);
+  for (; i0 < s->m; ++i0) ocannl_mm_strip_SFX(s, a, bsrc, brow, np, c, add, i0, 1);
   if (!on_stack) free(bp);
   return 0;
 }
@@ -336,10 +348,39 @@ static int64_t ocannl_mm_offsets_SFX(int64_t* out, int nd, const int64_t* ext,
   return n;
 }
 
-/* One contraction. d: nm, nn, nk, then per M symbol (extent, a, a2, c strides), per N
-   symbol (extent, b, b2, c strides), per K symbol (extent, a, a2, b, b2 strides). */
-static int ocannl_mm_run_SFX(const OCK_T* a, const OCK_T* a2, const OCK_T* b, const OCK_T* b2,
-                             OCK_T* c, int accumulate, int nthreads, const int64_t* d) {
+/* The GEMM once per cell of the batch group bt: nb, then per batch symbol (extent, a, a2, b,
+   b2, c strides), the last symbol fastest. With threads, the cells are shared out whole (each
+   computed by one thread, in the same order as alone: the bits do not depend on the count). */
+static int ocannl_mm_batch_SFX(const ocannl_mm_shape_SFX* s, const OCK_T* a, const OCK_T* b,
+                               OCK_T* c, int accumulate, int nthreads, const int64_t* bt) {
+  const int nb = (int)bt[0];
+  int64_t count = 1;
+  for (int i = 0; i < nb; ++i) count *= bt[1 + 6 * i];
+  const int par = nthreads > 1 && count >= nthreads;
+  int err = 0;
+#pragma omp parallel for num_threads(nthreads) schedule(static) reduction(| : err) if (par)
+  for (int64_t q = 0; q < count; ++q) {
+    int64_t o[5] = {0, 0, 0, 0, 0}, rem = q;
+    for (int i = nb - 1; i >= 0; --i) {
+      const int64_t* e = bt + 1 + 6 * i;
+      const int64_t digit = rem % e[0];
+      rem /= e[0];
+      for (int w = 0; w < 5; ++w) o[w] += digit * e[1 + w];
+    }
+    ocannl_mm_shape_SFX sq = *s;
+    sq.a2 = s->a2 ? s->a2 + o[1] : 0;
+    sq.b2 = s->b2 ? s->b2 + o[3] : 0;
+    err |= ocannl_mm_gemm_SFX(&sq, a + o[0], b + o[2], c + o[4], accumulate, par ? 1 : nthreads);
+  }
+  return err;
+}
+
+/* One contraction, once per cell of the batch group bt (NULL: none), the offset tables built
+   once. d: nm, nn, nk, then per M symbol (extent, a, a2, c strides), per N symbol (extent,
+   b, b2, c strides), per K symbol (extent, a, a2, b, b2 strides). */
+static int ocannl_mm_runb_SFX(const OCK_T* a, const OCK_T* a2, const OCK_T* b,
+                              const OCK_T* b2, OCK_T* c, int accumulate, int nthreads,
+                              const int64_t* d, const int64_t* bt) {
   const int nm = (int)d[0], nn = (int)d[1], nk = (int)d[2];
   const int64_t* g = d + 3;
   int64_t size[3] = {1, 1, 1}, e[3][8], st[3][4][8];
@@ -368,9 +409,16 @@ static int ocannl_mm_run_SFX(const OCK_T* a, const OCK_T* a2, const OCK_T* b, co
                            a2, b2, tab[1], tab[7], tab[9], tab[4], 1, 1};
   for (int64_t j = 1; j < n; ++j) s.cn_unit &= s.cn[j] == s.cn[0] + j;
   for (int64_t j = 1; j < n; ++j) s.bn_unit &= s.bn[j] == s.bn[0] + j;
-  int rc = ocannl_mm_gemm_SFX(&s, a, b, c, accumulate, nthreads);
+  int rc = bt && bt[0] ? ocannl_mm_batch_SFX(&s, a, b, c, accumulate, nthreads, bt)
+                       : ocannl_mm_gemm_SFX(&s, a, b, c, accumulate, nthreads);
   if (t != stack_tab) free(t);
   return rc;
+}
+
+/* One contraction (ocannl_mm_runb without a batch group). */
+static int ocannl_mm_run_SFX(const OCK_T* a, const OCK_T* a2, const OCK_T* b, const OCK_T* b2,
+                             OCK_T* c, int accumulate, int nthreads, const int64_t* d) {
+  return ocannl_mm_runb_SFX(a, a2, b, b2, c, accumulate, nthreads, d, 0);
 }
 """
 
