@@ -14,12 +14,15 @@ sum under the global -ffp-contract=off), never left to gcc's FMA contraction, wh
 on the tuning: ``-mtune=znver*`` (``--param avoid-fma-max-bits=256``) keeps a loop-carried
 ``acc += x * b`` chain as a multiply and an add in some loops and fuses it in others, so the
 small and blocked paths gave different bits on AMD CPUs with -march=native.
-Problems of one K block (one thread, no third factor on A, K <= OCK_KC and B's K x N panel
-within OCK_SMALL_BYTES) take the "small" path: B packed once (on the stack up to
-OCK_SMALL_STACK bytes: no heap allocation for small problems), A read in place through its
-offset tables, C stored directly from the registers; per element it sums in the same order
-as the blocked path, so both give the same bits. (Measured faster than the blocked path at
-every size it takes, from 20x16x16 to 4000x32x4096: A's packing costs more than it saves.)
+Problems on one thread with no third factor on A whose B is read in place (contiguous rows,
+N whole vectors) or whose packed K x N panel is within OCK_SMALL_BYTES take the "small" path:
+B packed once (on the stack up to OCK_SMALL_STACK bytes: no heap allocation for small
+problems) or not at all, A read in place through its offset tables, C stored directly from
+the registers; per element it sums in the same order as the blocked path (K in blocks of
+OCK_KC), so both give the same bits. (Measured faster than the blocked path at every size
+it takes, from 20x16x16 to 4000x32x4096: A's packing costs more than it saves.) A product
+with batch loops is one call (`ocannl_mm_runb`): the offset tables are built once and the
+GEMM runs per batch cell.
 With OpenMP, M (or N) is split into one range of whole tiles per thread; each C tile is
 computed by one thread in the same order, so results do not depend on the thread count.
 """
@@ -138,6 +141,8 @@ static void ocannl_mm_pack_b_SFX(const ocannl_mm_shape_SFX* s, const OCK_T* rest
     if (s->b2) {
       const OCK_T* row2 = s->b2 + s->b2k[p0 + k];
       for (int64_t q = 0; q < nr; ++q) d[q] = row[s->bn[j0 + q]] * row2[s->b2n[j0 + q]];
+    } else if (s->bn_unit && nr == OCK_NR_SFX) {
+      memcpy(d, row + s->bn[j0], sizeof(OCK_T) * OCK_NR_SFX); /* constant size: inlined */
     } else if (s->bn_unit) {
       memcpy(d, row + s->bn[j0], sizeof(OCK_T) * (size_t)nr);
     } else {
@@ -210,9 +215,14 @@ static int ocannl_mm_block_SFX(const ocannl_mm_shape_SFX* s, const OCK_T* a, con
 }
 
 /* ---- small problems: B packed once, A read in place, C written directly ----
-   Same arithmetic per element as the blocked path when k <= OCK_KC (acc = 0; acc =
+   Same arithmetic per element as the blocked path (per K block: acc = 0; acc =
    ocannl_mm_fma(acc, a, b) in k order; c = acc or c += acc), so the two give the same bits. */
 #define OCK_SVL OCK_VL_SFX
+/* Whether B is read in place: no third factor, contiguous rows, N whole vectors. */
+static int ocannl_mm_direct_b_SFX(const ocannl_mm_shape_SFX* s) {
+  return !s->b2 && s->bn_unit && s->n % OCK_SVL == 0;
+}
+
 /* Rows i0..i0+rows of C, columns j0..j0+nv*VL (bp: K x np, zero-padded); rows, nv constant. */
 __attribute__((always_inline))
 static inline void ocannl_mm_stile_SFX(const ocannl_mm_shape_SFX* s, const OCK_T* a,
@@ -277,40 +287,44 @@ static inline void ocannl_mm_strip_SFX(const ocannl_mm_shape_SFX* s, const OCK_T
 /* The small path: B's K x np panel on the stack (heap beyond OCK_SMALL_STACK bytes; nonzero
    when out of memory), then strips of OCK_MR, OCK_MR / 2 and single rows. B is read in place
    (no packing) when its rows are contiguous and N is whole vectors (the loads are the same
-   values, so the same bits). */
+   values, so the same bits). K runs in blocks of OCK_KC as in the blocked path (each block
+   summed from 0 in registers, then stored or added to C), so the bits are the blocked path's
+   at every K. */
 __attribute__((noinline))
 static int ocannl_mm_small_SFX(const ocannl_mm_shape_SFX* s, const OCK_T* a, const OCK_T* b,
-                               OCK_T* c, int add) {
+                               OCK_T* c, int accumulate) {
   OCK_T local[OCK_SMALL_STACK / sizeof(OCK_T)] __attribute__((aligned(64)));
   int64_t brow[OCK_KC];
   const int64_t np = (s->n + OCK_SVL - 1) / OCK_SVL * OCK_SVL;
-  const int direct = !s->b2 && s->bn_unit && np == s->n;
+  const int direct = ocannl_mm_direct_b_SFX(s);
   const int on_stack = direct || s->k * np <= (int64_t)(OCK_SMALL_STACK / sizeof(OCK_T));
   OCK_T* bp = on_stack ? local : ocannl_mm_alloc_SFX(s->k * np);
   if (!bp) return 1;
-  const OCK_T* bsrc = bp;
-  if (direct) {
-    bsrc = b + s->bn[0];
-    for (int64_t k = 0; k < s->k; ++k) brow[k] = s->bk[k];
-  } else {
-    ocannl_mm_pack_b_SFX(s, b, bp, 0, s->n, 0, s->k, np);
-    for (int64_t k = 0; k < s->k; ++k) brow[k] = k * np;
+  const OCK_T* bsrc = direct ? b + s->bn[0] : bp;
+  if (!direct) ocannl_mm_pack_b_SFX(s, b, bp, 0, s->n, 0, s->k, np);
+  for (int64_t p0 = 0; p0 < s->k; p0 += OCK_KC) {
+    ocannl_mm_shape_SFX sk = *s;
+    sk.k = s->k - p0 < OCK_KC ? s->k - p0 : OCK_KC;
+    sk.ak = s->ak + p0;
+    for (int64_t k = 0; k < sk.k; ++k) brow[k] = direct ? s->bk[p0 + k] : (p0 + k) * np;
+    const int add = accumulate || p0 > 0;
+    int64_t i0 = 0;
+    for (; s->m - i0 >= OCK_MR; i0 += OCK_MR)
+      ocannl_mm_strip_SFX(&sk, a, bsrc, brow, np, c, add, i0, OCK_MR);
+    for (; s->m - i0 >= OCK_MR / 2; i0 += OCK_MR / 2)
+      ocannl_mm_strip_SFX(&sk, a, bsrc, brow, np, c, add, i0, OCK_MR / 2);
+    for (; i0 < s->m; ++i0) ocannl_mm_strip_SFX(&sk, a, bsrc, brow, np, c, add, i0, 1);
   }
-  int64_t i0 = 0;
-  for (; s->m - i0 >= OCK_MR; i0 += OCK_MR)
-    ocannl_mm_strip_SFX(s, a, bsrc, brow, np, c, add, i0, OCK_MR);
-  for (; s->m - i0 >= OCK_MR / 2; i0 += OCK_MR / 2)
-    ocannl_mm_strip_SFX(s, a, bsrc, brow, np, c, add, i0, OCK_MR / 2);
-  for (; i0 < s->m; ++i0) ocannl_mm_strip_SFX(s, a, bsrc, brow, np, c, add, i0, 1);
   if (!on_stack) free(bp);
   return 0;
 }
 
-/* Whether the small path takes this problem: K within one block, no third factor on A,
-   and the packed B (K x N rounded up to whole vectors) within OCK_SMALL_BYTES. */
+/* Whether the small path takes this problem: no third factor on A, and B read in place or
+   its packed panel (K x N rounded up to whole vectors) within OCK_SMALL_BYTES (0: never). */
 static int ocannl_mm_is_small_SFX(const ocannl_mm_shape_SFX* s) {
   const int64_t np = (s->n + OCK_SVL - 1) / OCK_SVL * OCK_SVL;
-  return !s->a2 && s->k <= OCK_KC && s->k * np <= (int64_t)(OCK_SMALL_BYTES / sizeof(OCK_T));
+  return OCK_SMALL_BYTES > 0 && !s->a2 && (ocannl_mm_direct_b_SFX(s) ||
+      s->k * np <= (int64_t)(OCK_SMALL_BYTES / sizeof(OCK_T)));
 }
 #undef OCK_SVL
 
