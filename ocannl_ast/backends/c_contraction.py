@@ -18,8 +18,11 @@ Every index is affine in the loop symbols (any strides and axis orders, so trans
 batch axes and convolution windows all fit; static arguments and the iterators of enclosing
 loops go into a base offset); `c`
 is neither factor and its cells are distinct over the outer loops. Symbols used by `c`, `x`
-and `y` become batch loops around the call; the other outer ones the M (rows of `x`) and N
-(columns of `y`) groups, the reduction loops the K group, each a table of offsets. Nests
+and `y` become the batch group, stepped through inside one call (`ocannl_mm_runb`: the
+offset tables built once, the batch cells shared between threads whole when the call is
+large enough; C loops around the call only when a scale factor follows it); the other outer
+ones the M (rows of `x`) and N (columns of `y`) groups, the reduction loops the K group,
+each a table of offsets. Nests
 below `MIN_WORK` multiply-adds per call keep the naive loops. Output: C text, plus the
 kernel's definitions and `-fopenmp` when some call is large enough to use threads.
 """
