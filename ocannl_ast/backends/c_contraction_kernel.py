@@ -14,10 +14,10 @@ sum under the global -ffp-contract=off), never left to gcc's FMA contraction, wh
 on the tuning: ``-mtune=znver*`` (``--param avoid-fma-max-bits=256``) keeps a loop-carried
 ``acc += x * b`` chain as a multiply and an add in some loops and fuses it in others, so the
 small and blocked paths gave different bits on AMD CPUs with -march=native.
-Problems on one thread with no third factor on A whose B is read in place (contiguous rows,
-N whole vectors) or whose packed K x N panel is within OCK_SMALL_BYTES take the "small" path:
-B packed once (on the stack up to OCK_SMALL_STACK bytes: no heap allocation for small
-problems) or not at all, A read in place through its offset tables, C stored directly from
+Problems on one thread with no third factor on A whose B panel (K x N) is within
+OCK_SMALL_BYTES (OCK_SMALL_DEEP when K spans several blocks) take the "small" path: B packed once (on the stack up to OCK_SMALL_STACK
+bytes: no heap allocation for small problems), or read in place when its rows are
+contiguous and N is whole vectors, A read in place through its offset tables, C stored directly from
 the registers; per element it sums in the same order as the blocked path (K in blocks of
 OCK_KC), so both give the same bits. (Measured faster than the blocked path at every size
 it takes, from 20x16x16 to 4000x32x4096: A's packing costs more than it saves.) A product
@@ -50,6 +50,10 @@ _KERNEL = r"""
 #endif
 #define OCK_TAB_STACK 2048 /* offset-table entries kept on the stack */
 #define OCK_SMALL_STACK 32768 /* bytes of the small path's B panel kept on the stack */
+/* Largest B panel (bytes) of the small path when K spans several blocks (B is then re-read
+   per K block and row strip: measured slower than the blocked path at 1024^3, faster at
+   512 x 64 x 512 and 256^3) */
+#define OCK_SMALL_DEEP 524288
 typedef OCK_T ocannl_mm_v_SFX __attribute__((vector_size(OCK_VB)));
 #define OCK_VL_SFX ((int64_t)(OCK_VB / sizeof(OCK_T)))
 #define OCK_NR_SFX (2 * OCK_VL_SFX)
@@ -319,12 +323,13 @@ static int ocannl_mm_small_SFX(const ocannl_mm_shape_SFX* s, const OCK_T* a, con
   return 0;
 }
 
-/* Whether the small path takes this problem: no third factor on A, and B read in place or
-   its packed panel (K x N rounded up to whole vectors) within OCK_SMALL_BYTES (0: never). */
+/* Whether the small path takes this problem: no third factor on A, and B's K x N panel
+   (N rounded up to whole vectors; packed or read in place) within OCK_SMALL_BYTES. */
 static int ocannl_mm_is_small_SFX(const ocannl_mm_shape_SFX* s) {
   const int64_t np = (s->n + OCK_SVL - 1) / OCK_SVL * OCK_SVL;
-  return OCK_SMALL_BYTES > 0 && !s->a2 && (ocannl_mm_direct_b_SFX(s) ||
-      s->k * np <= (int64_t)(OCK_SMALL_BYTES / sizeof(OCK_T)));
+  const int64_t limit = s->k <= OCK_KC ? OCK_SMALL_BYTES : OCK_SMALL_BYTES < OCK_SMALL_DEEP
+                                                            ? OCK_SMALL_BYTES : OCK_SMALL_DEEP;
+  return !s->a2 && s->k * np <= (int64_t)(limit / sizeof(OCK_T));
 }
 #undef OCK_SVL
 
