@@ -18,8 +18,11 @@ Every index is affine in the loop symbols (any strides and axis orders, so trans
 batch axes and convolution windows all fit; static arguments and the iterators of enclosing
 loops go into a base offset); `c`
 is neither factor and its cells are distinct over the outer loops. Symbols used by `c`, `x`
-and `y` become batch loops around the call; the other outer ones the M (rows of `x`) and N
-(columns of `y`) groups, the reduction loops the K group, each a table of offsets. Nests
+and `y` become the batch group, stepped through inside one call (`ocannl_mm_runb`: the
+offset tables built once, the batch cells shared between threads whole when the call is
+large enough; C loops around the call only when a scale factor follows it); the other outer
+ones the M (rows of `x`) and N (columns of `y`) groups, the reduction loops the K group,
+each a table of offsets. Nests
 below `MIN_WORK` multiply-adds per call keep the naive loops. Output: C text, plus the
 kernel's definitions and `-fopenmp` when some call is large enough to use threads.
 """
@@ -62,6 +65,9 @@ MIN_WORK = C_KERNEL_MIN_WORK  #: one threshold with the lowering's epilogue fusi
 MIN_EXTENT = 4
 #: Smallest multiply-add count of one call that is shared between threads.
 PARALLEL_WORK = 1 << 21
+#: Smallest multiply-add count of a batched call (all its cells) whose cells are shared
+#: between threads (each cell whole on one thread: no splitting of its tiles).
+PARALLEL_BATCH_WORK = 1 << 19
 #: Return code of a routine whose kernel could not allocate its packing buffers.
 OOM_CODE = 1_000_001
 _MAX_GROUP = 8  # symbols per M / N / K group (the C side's table size)
@@ -323,13 +329,17 @@ class KernelUse:
         p = plan(found) if found is not None else None
         if p is None or any(a.buffer not in r.buffers for a in (p.c.out, *p.c.factors)):
             return False
-        nthreads = self.threads if p.work() >= PARALLEL_WORK else 1
+        batched = bool(p.batch) and p.scale is None
+        cells = math.prod(e for _, e in p.batch) if batched else 1
+        big = p.work() >= PARALLEL_WORK or (cells > 1 and p.work() * cells >= PARALLEL_BATCH_WORK)
+        nthreads = self.threads if big else 1
         self.parallel |= nthreads > 1
         name = f"ocannl_mmd{self.calls}"
         self.calls += 1
         r.checks.setdefault(OOM_CODE, "out of memory for a contraction kernel's buffers")
         r.checked = True  # the call returns OOM_CODE when its panels cannot be allocated
-        out.extend(_call_text(r, p, name, nthreads, depth))
+        out.extend(_batched_call_text(r, p, name, nthreads, depth) if batched
+                   else _call_text(r, p, name, nthreads, depth))
         return True
 
 
@@ -360,12 +370,23 @@ def _table(p: Plan) -> list[int]:
     return d
 
 
-def _base(r: Renderer, a: Access | None, p: Plan) -> str:
-    """The buffer's name plus the offset of its batch, static, enclosing-loop and constant
-    terms (every symbol outside the M, N and K groups)."""
+def _batch_table(p: Plan) -> list[int]:
+    """The kernel's batch group: the count, then per symbol its extent and the strides of
+    x, x2, y, y2 and c."""
+    d = [len(p.batch)]
+    for s, e in p.batch:
+        d += [e, *((a.coeff(s) if a is not None else 0) for a in (p.x, p.x2, p.y, p.y2,
+                                                                 p.c.out))]
+    return d
+
+
+def _base(r: Renderer, a: Access | None, p: Plan, batched: bool = False) -> str:
+    """The buffer's name plus the offset of its static, enclosing-loop and constant terms
+    and, unless `batched` (the kernel steps through them), of its batch terms (every symbol
+    outside the M, N and K groups)."""
     if a is None:
         return "0"
-    grouped = {s for s, _ in (*p.m, *p.n, *p.k)}
+    grouped = {s for s, _ in (*p.m, *p.n, *p.k, *(p.batch if batched else ()))}
     terms = {s: c for s, c in a.coeffs if s not in grouped}
     offset = r.affine(terms, a.offset)
     r.used_buffers.add(a.buffer)
@@ -391,6 +412,20 @@ def _call_text(r: Renderer, p: Plan, name: str, nthreads: int, depth: int) -> li
     for level in range(inner - 1, depth, -1):
         lines.append("  " * level + "}")
     return [*lines, pad + "}"]
+
+
+def _batched_call_text(r: Renderer, p: Plan, name: str, nthreads: int,
+                       depth: int) -> list[str]:
+    """One call over all of the batch loops (the offset tables built once per call)."""
+    pad = "  " * depth
+    args = ", ".join([*(_base(r, a, p, True) for a in (p.x, p.x2, p.y, p.y2, p.c.out)),
+                      str(int(p.c.accumulate)), str(nthreads), name, f"{name}b"])
+    batch = _batch_table(p)
+    return [f"{pad}/* {_describe(p)} */", pad + "{",
+            f"{pad}  static const int64_t {name}[] = {{{', '.join(map(str, _table(p)))}}};",
+            f"{pad}  static const int64_t {name}b[] = {{{', '.join(map(str, batch))}}};",
+            f"{pad}  if (ocannl_mm_runb_{r.words[Word.SUFFIX]}({args})) return {OOM_CODE};",
+            pad + "}"]
 
 
 def _scale_text(r: Renderer, p: Plan, depth: int) -> list[str]:

@@ -14,12 +14,15 @@ sum under the global -ffp-contract=off), never left to gcc's FMA contraction, wh
 on the tuning: ``-mtune=znver*`` (``--param avoid-fma-max-bits=256``) keeps a loop-carried
 ``acc += x * b`` chain as a multiply and an add in some loops and fuses it in others, so the
 small and blocked paths gave different bits on AMD CPUs with -march=native.
-Problems of one K block (one thread, no third factor on A, K <= OCK_KC and B's K x N panel
-within OCK_SMALL_BYTES) take the "small" path: B packed once (on the stack up to
-OCK_SMALL_STACK bytes: no heap allocation for small problems), A read in place through its
-offset tables, C stored directly from the registers; per element it sums in the same order
-as the blocked path, so both give the same bits. (Measured faster than the blocked path at
-every size it takes, from 20x16x16 to 4000x32x4096: A's packing costs more than it saves.)
+Problems on one thread with no third factor on A whose B panel (K x N) is within
+OCK_SMALL_BYTES (OCK_SMALL_DEEP when K spans several blocks) take the "small" path: B packed once (on the stack up to OCK_SMALL_STACK
+bytes: no heap allocation for small problems), or read in place when its rows are
+contiguous and N is whole vectors, A read in place through its offset tables, C stored directly from
+the registers; per element it sums in the same order as the blocked path (K in blocks of
+OCK_KC), so both give the same bits. (Measured faster than the blocked path at every size
+it takes, from 20x16x16 to 4000x32x4096: A's packing costs more than it saves.) A product
+with batch loops is one call (`ocannl_mm_runb`): the offset tables are built once and the
+GEMM runs per batch cell.
 With OpenMP, M (or N) is split into one range of whole tiles per thread; each C tile is
 computed by one thread in the same order, so results do not depend on the thread count.
 """
@@ -47,6 +50,10 @@ _KERNEL = r"""
 #endif
 #define OCK_TAB_STACK 2048 /* offset-table entries kept on the stack */
 #define OCK_SMALL_STACK 32768 /* bytes of the small path's B panel kept on the stack */
+/* Largest B panel (bytes) of the small path when K spans several blocks (B is then re-read
+   per K block and row strip: measured slower than the blocked path at 1024^3, faster at
+   512 x 64 x 512 and 256^3) */
+#define OCK_SMALL_DEEP 524288
 typedef OCK_T ocannl_mm_v_SFX __attribute__((vector_size(OCK_VB)));
 #define OCK_VL_SFX ((int64_t)(OCK_VB / sizeof(OCK_T)))
 #define OCK_NR_SFX (2 * OCK_VL_SFX)
@@ -138,6 +145,8 @@ static void ocannl_mm_pack_b_SFX(const ocannl_mm_shape_SFX* s, const OCK_T* rest
     if (s->b2) {
       const OCK_T* row2 = s->b2 + s->b2k[p0 + k];
       for (int64_t q = 0; q < nr; ++q) d[q] = row[s->bn[j0 + q]] * row2[s->b2n[j0 + q]];
+    } else if (s->bn_unit && nr == OCK_NR_SFX) {
+      memcpy(d, row + s->bn[j0], sizeof(OCK_T) * OCK_NR_SFX); /* constant size: inlined */
     } else if (s->bn_unit) {
       memcpy(d, row + s->bn[j0], sizeof(OCK_T) * (size_t)nr);
     } else {
@@ -210,14 +219,19 @@ static int ocannl_mm_block_SFX(const ocannl_mm_shape_SFX* s, const OCK_T* a, con
 }
 
 /* ---- small problems: B packed once, A read in place, C written directly ----
-   Same arithmetic per element as the blocked path when k <= OCK_KC (acc = 0; acc =
+   Same arithmetic per element as the blocked path (per K block: acc = 0; acc =
    ocannl_mm_fma(acc, a, b) in k order; c = acc or c += acc), so the two give the same bits. */
 #define OCK_SVL OCK_VL_SFX
+/* Whether B is read in place: no third factor, contiguous rows, N whole vectors. */
+static int ocannl_mm_direct_b_SFX(const ocannl_mm_shape_SFX* s) {
+  return !s->b2 && s->bn_unit && s->n % OCK_SVL == 0;
+}
+
 /* Rows i0..i0+rows of C, columns j0..j0+nv*VL (bp: K x np, zero-padded); rows, nv constant. */
 __attribute__((always_inline))
 static inline void ocannl_mm_stile_SFX(const ocannl_mm_shape_SFX* s, const OCK_T* a,
-                                       const OCK_T* restrict bp, int64_t np, OCK_T* c, int add,
-                                       int64_t i0, int rows, int64_t j0, int nv) {
+                                       const OCK_T* bp, const int64_t* restrict brow, OCK_T* c,
+                                       int add, int64_t i0, int rows, int64_t j0, int nv) {
   ocannl_mm_v_SFX acc[OCK_MR][2];
   const OCK_T* ar[OCK_MR];
 #pragma GCC unroll 16
@@ -230,7 +244,7 @@ static inline void ocannl_mm_stile_SFX(const ocannl_mm_shape_SFX* s, const OCK_T
     const int64_t o = s->ak[k];
     ocannl_mm_v_SFX bv[2];
 #pragma GCC unroll 2
-    for (int v = 0; v < nv; ++v) memcpy(&bv[v], bp + k * np + j0 + v * OCK_SVL, sizeof bv[v]);
+    for (int v = 0; v < nv; ++v) memcpy(&bv[v], bp + brow[k] + j0 + v * OCK_SVL, sizeof bv[v]);
 #pragma GCC unroll 16
     for (int r = 0; r < rows; ++r) {
       const OCK_T x = ar[r][o];
@@ -266,39 +280,56 @@ static inline void ocannl_mm_stile_SFX(const ocannl_mm_shape_SFX* s, const OCK_T
 /* One strip of `rows` rows over all columns: tiles of 2 vectors, the last one of 1. */
 __attribute__((always_inline))
 static inline void ocannl_mm_strip_SFX(const ocannl_mm_shape_SFX* s, const OCK_T* a,
-                                       const OCK_T* restrict bp, int64_t np, OCK_T* c, int add,
-                                       int64_t i0, int rows) {
+                                       const OCK_T* bp, const int64_t* restrict brow,
+                                       int64_t np, OCK_T* c, int add, int64_t i0, int rows) {
   int64_t j0 = 0;
   for (; np - j0 >= 2 * OCK_SVL; j0 += 2 * OCK_SVL)
-    ocannl_mm_stile_SFX(s, a, bp, np, c, add, i0, rows, j0, 2);
-  if (j0 < np) ocannl_mm_stile_SFX(s, a, bp, np, c, add, i0, rows, j0, 1);
+    ocannl_mm_stile_SFX(s, a, bp, brow, c, add, i0, rows, j0, 2);
+  if (j0 < np) ocannl_mm_stile_SFX(s, a, bp, brow, c, add, i0, rows, j0, 1);
 }
 
 /* The small path: B's K x np panel on the stack (heap beyond OCK_SMALL_STACK bytes; nonzero
-   when out of memory), then strips of OCK_MR, OCK_MR / 2 and single rows. */
+   when out of memory), then strips of OCK_MR, OCK_MR / 2 and single rows. B is read in place
+   (no packing) when its rows are contiguous and N is whole vectors (the loads are the same
+   values, so the same bits). K runs in blocks of OCK_KC as in the blocked path (each block
+   summed from 0 in registers, then stored or added to C), so the bits are the blocked path's
+   at every K. */
 __attribute__((noinline))
 static int ocannl_mm_small_SFX(const ocannl_mm_shape_SFX* s, const OCK_T* a, const OCK_T* b,
-                               OCK_T* c, int add) {
+                               OCK_T* c, int accumulate) {
   OCK_T local[OCK_SMALL_STACK / sizeof(OCK_T)] __attribute__((aligned(64)));
+  int64_t brow[OCK_KC];
   const int64_t np = (s->n + OCK_SVL - 1) / OCK_SVL * OCK_SVL;
-  const int on_stack = s->k * np <= (int64_t)(OCK_SMALL_STACK / sizeof(OCK_T));
+  const int direct = ocannl_mm_direct_b_SFX(s);
+  const int on_stack = direct || s->k * np <= (int64_t)(OCK_SMALL_STACK / sizeof(OCK_T));
   OCK_T* bp = on_stack ? local : ocannl_mm_alloc_SFX(s->k * np);
   if (!bp) return 1;
-  ocannl_mm_pack_b_SFX(s, b, bp, 0, s->n, 0, s->k, np);
-  int64_t i0 = 0;
-  for (; s->m - i0 >= OCK_MR; i0 += OCK_MR) ocannl_mm_strip_SFX(s, a, bp, np, c, add, i0, OCK_MR);
-  for (; s->m - i0 >= OCK_MR / 2; i0 += OCK_MR / 2)
-    ocannl_mm_strip_SFX(s, a, bp, np, c, add, i0, OCK_MR / 2);
-  for (; i0 < s->m; ++i0) ocannl_mm_strip_SFX(s, a, bp, np, c, add, i0, 1);
+  const OCK_T* bsrc = direct ? b + s->bn[0] : bp;
+  if (!direct) ocannl_mm_pack_b_SFX(s, b, bp, 0, s->n, 0, s->k, np);
+  for (int64_t p0 = 0; p0 < s->k; p0 += OCK_KC) {
+    ocannl_mm_shape_SFX sk = *s;
+    sk.k = s->k - p0 < OCK_KC ? s->k - p0 : OCK_KC;
+    sk.ak = s->ak + p0;
+    for (int64_t k = 0; k < sk.k; ++k) brow[k] = direct ? s->bk[p0 + k] : (p0 + k) * np;
+    const int add = accumulate || p0 > 0;
+    int64_t i0 = 0;
+    for (; s->m - i0 >= OCK_MR; i0 += OCK_MR)
+      ocannl_mm_strip_SFX(&sk, a, bsrc, brow, np, c, add, i0, OCK_MR);
+    for (; s->m - i0 >= OCK_MR / 2; i0 += OCK_MR / 2)
+      ocannl_mm_strip_SFX(&sk, a, bsrc, brow, np, c, add, i0, OCK_MR / 2);
+    for (; i0 < s->m; ++i0) ocannl_mm_strip_SFX(&sk, a, bsrc, brow, np, c, add, i0, 1);
+  }
   if (!on_stack) free(bp);
   return 0;
 }
 
-/* Whether the small path takes this problem: K within one block, no third factor on A,
-   and the packed B (K x N rounded up to whole vectors) within OCK_SMALL_BYTES. */
+/* Whether the small path takes this problem: no third factor on A, and B's K x N panel
+   (N rounded up to whole vectors; packed or read in place) within OCK_SMALL_BYTES. */
 static int ocannl_mm_is_small_SFX(const ocannl_mm_shape_SFX* s) {
   const int64_t np = (s->n + OCK_SVL - 1) / OCK_SVL * OCK_SVL;
-  return !s->a2 && s->k <= OCK_KC && s->k * np <= (int64_t)(OCK_SMALL_BYTES / sizeof(OCK_T));
+  const int64_t limit = s->k <= OCK_KC ? OCK_SMALL_BYTES : OCK_SMALL_BYTES < OCK_SMALL_DEEP
+                                                            ? OCK_SMALL_BYTES : OCK_SMALL_DEEP;
+  return !s->a2 && s->k * np <= (int64_t)(limit / sizeof(OCK_T));
 }
 #undef OCK_SVL
 
@@ -336,14 +367,42 @@ static int64_t ocannl_mm_offsets_SFX(int64_t* out, int nd, const int64_t* ext,
   return n;
 }
 
-/* One contraction. d: nm, nn, nk, then per M symbol (extent, a, a2, c strides), per N
-   symbol (extent, b, b2, c strides), per K symbol (extent, a, a2, b, b2 strides). */
+/* The GEMM once per cell of the batch group bt: nb, then per batch symbol (extent, a, a2, b,
+   b2, c strides), the last symbol fastest. With threads, the cells are shared out whole (each
+   computed by one thread, in the same order as alone: the bits do not depend on the count). */
+static int ocannl_mm_batch_SFX(const ocannl_mm_shape_SFX* s, const OCK_T* a, const OCK_T* b,
+                               OCK_T* c, int accumulate, int nthreads, const int64_t* bt) {
+  const int nb = (int)bt[0];
+  int64_t count = 1;
+  for (int i = 0; i < nb; ++i) count *= bt[1 + 6 * i];
+  const int par = nthreads > 1 && count >= nthreads;
+  int err = 0;
+#pragma omp parallel for num_threads(nthreads) schedule(static) reduction(| : err) if (par)
+  for (int64_t q = 0; q < count; ++q) {
+    int64_t o[5] = {0, 0, 0, 0, 0}, rem = q;
+    for (int i = nb - 1; i >= 0; --i) {
+      const int64_t* e = bt + 1 + 6 * i;
+      const int64_t digit = rem % e[0];
+      rem /= e[0];
+      for (int w = 0; w < 5; ++w) o[w] += digit * e[1 + w];
+    }
+    ocannl_mm_shape_SFX sq = *s;
+    sq.a2 = s->a2 ? s->a2 + o[1] : 0;
+    sq.b2 = s->b2 ? s->b2 + o[3] : 0;
+    err |= ocannl_mm_gemm_SFX(&sq, a + o[0], b + o[2], c + o[4], accumulate, par ? 1 : nthreads);
+  }
+  return err;
+}
+
+/* One contraction, once per cell of the batch group bt (NULL: none), the offset tables built
+   once. d: nm, nn, nk, then per M symbol (extent, a, a2, c strides), per N symbol (extent,
+   b, b2, c strides), per K symbol (extent, a, a2, b, b2 strides). */
 #ifndef OCK_RUN_LINKAGE
 #define OCK_RUN_LINKAGE static
 #endif
-OCK_RUN_LINKAGE int ocannl_mm_run_SFX(const OCK_T* a, const OCK_T* a2, const OCK_T* b,
-                                      const OCK_T* b2, OCK_T* c, int accumulate,
-                                      int nthreads, const int64_t* d) {
+OCK_RUN_LINKAGE int ocannl_mm_runb_SFX(const OCK_T* a, const OCK_T* a2, const OCK_T* b,
+                                       const OCK_T* b2, OCK_T* c, int accumulate,
+                                       int nthreads, const int64_t* d, const int64_t* bt) {
   const int nm = (int)d[0], nn = (int)d[1], nk = (int)d[2];
   const int64_t* g = d + 3;
   int64_t size[3] = {1, 1, 1}, e[3][8], st[3][4][8];
@@ -372,9 +431,17 @@ OCK_RUN_LINKAGE int ocannl_mm_run_SFX(const OCK_T* a, const OCK_T* a2, const OCK
                            a2, b2, tab[1], tab[7], tab[9], tab[4], 1, 1};
   for (int64_t j = 1; j < n; ++j) s.cn_unit &= s.cn[j] == s.cn[0] + j;
   for (int64_t j = 1; j < n; ++j) s.bn_unit &= s.bn[j] == s.bn[0] + j;
-  int rc = ocannl_mm_gemm_SFX(&s, a, b, c, accumulate, nthreads);
+  int rc = bt && bt[0] ? ocannl_mm_batch_SFX(&s, a, b, c, accumulate, nthreads, bt)
+                       : ocannl_mm_gemm_SFX(&s, a, b, c, accumulate, nthreads);
   if (t != stack_tab) free(t);
   return rc;
+}
+
+/* One contraction (ocannl_mm_runb without a batch group). */
+OCK_RUN_LINKAGE int ocannl_mm_run_SFX(const OCK_T* a, const OCK_T* a2, const OCK_T* b,
+                                      const OCK_T* b2, OCK_T* c, int accumulate,
+                                      int nthreads, const int64_t* d) {
+  return ocannl_mm_runb_SFX(a, a2, b, b2, c, accumulate, nthreads, d, 0);
 }
 """
 
@@ -394,12 +461,14 @@ SHARED_LINKAGE = '__attribute__((visibility("hidden")))'
 
 
 def run_prototype(type_name: str, suffix: str) -> str:
-    """The declaration of the kernel's entry point with `SHARED_LINKAGE`, for a translation
-    unit calling the kernel defined in another. Example: ``run_prototype("float", "f")``."""
+    """The declarations of the kernel's entry points (`ocannl_mm_run_*`, and the batched
+    `ocannl_mm_runb_*`) with `SHARED_LINKAGE`, for a translation unit calling the kernel
+    defined in another. Example: ``run_prototype("float", "f")``."""
     t = type_name
-    return (f"{SHARED_LINKAGE} int ocannl_mm_run_{suffix}(const {t}* a, const {t}* a2, "
-            f"const {t}* b, const {t}* b2, {t}* c, int accumulate, int nthreads, "
-            "const int64_t* d);")
+    args = (f"const {t}* a, const {t}* a2, const {t}* b, const {t}* b2, {t}* c, "
+            "int accumulate, int nthreads, const int64_t* d")
+    return (f"{SHARED_LINKAGE} int ocannl_mm_run_{suffix}({args});\n"
+            f"{SHARED_LINKAGE} int ocannl_mm_runb_{suffix}({args}, const int64_t* bt);")
 
 
 def kernel_c(type_name: str, suffix: str) -> list[str]:
