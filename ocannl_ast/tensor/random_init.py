@@ -107,9 +107,9 @@ def random_init(p: Tensor, seed: int, precision: Precision, low: float = -1.0,
         return RandomInit(Code(), ())  # nothing to fill
     per_word = vec_length(precision)
     m = max(1, -(-n // per_word))
-    if m > _EXACT_COUNTERS[precision]:
+    if m > _EXACT_COUNTERS[precision.compute]:
         raise ShapeError(f"'{p.label}': {n} cells need {m} threefry counters, more than the "
-                         f"{_EXACT_COUNTERS[precision]} exact in {precision.value}", user_span())
+                         f"{_EXACT_COUNTERS[precision.compute]} exact in {precision.value}", user_span())
     key = p.init_key or (p.label, 0)
     with no_grad():
         code, u1, words = _uniforms(p, key, _TAG, seed, m, per_word)
