@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from .. import naming
-from ..errors import ArgumentError, BackendError, RuntimeDataError, user_span
+from ..errors import ArgumentError, BackendError, CheckpointError, RuntimeDataError, user_span
 from ..infer.padding import Margins
 from ..lowering import assignments as A
 from ..lowering.loop_ir import Buffer, LoopProgram, Precision, cell_elems
@@ -276,6 +276,13 @@ class Context:
             validate.fail(ArgumentError, f"Context.load: by must be one of {holdings.BY}, "
                                          f"got {validate.describe(by)}")
         entries = checkpoint.read(source)  # digests verified, when it has them
+        bf16 = self.precision is Precision.BFLOAT16
+        other = sorted(entries.arrays.keys() - entries.bfloat16 if bf16 else entries.bfloat16)
+        if other:
+            raise CheckpointError(
+                f"checkpoint {source}: entry {checkpoint.names(other)} is "
+                f"{'not ' if bf16 else ''}bfloat16, the context's precision is "
+                f"{self.precision.value}", user_span())
         with self.lock:
             held = {self.name_of(t): t for t in self.holdings.values()}
             scratch = {n for n, t in self.names.items() if t.id not in self.holdings}

@@ -12,6 +12,7 @@ Input: host arrays. Output: stored arrays and back. Example:
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import numpy as np
@@ -67,3 +68,52 @@ def from_storage(precision: Precision, cells: np.ndarray) -> np.ndarray:
     if precision is Precision.BFLOAT16:
         return from_bfloat16_bits(cells)
     return cells.copy()
+
+
+# ---- bfloat16 in safetensors files (safetensors.numpy has no bfloat16) ---------------------
+
+_FILE_DTYPES = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "I64": np.int64,
+                "I32": np.int32, "I16": np.int16, "I8": np.int8, "U64": np.uint64,
+                "U32": np.uint32, "U16": np.uint16, "U8": np.uint8, "BOOL": np.bool_}
+
+
+def bfloat16_safetensors(arrays: dict[str, np.ndarray], metadata: dict[str, str]) -> bytes:
+    """A safetensors file whose entries are BF16 (`arrays`: exact bfloat16 values)."""
+    header: dict[str, Any] = {"__metadata__": metadata}
+    chunks, offset = [], 0
+    for name in sorted(arrays):
+        bits = to_bfloat16_bits(arrays[name]).astype("<u2").tobytes()
+        header[name] = {"dtype": "BF16", "shape": list(np.shape(arrays[name])),
+                        "data_offsets": [offset, offset + len(bits)]}
+        chunks.append(bits)
+        offset += len(bits)
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    return len(text).to_bytes(8, "little") + text + b"".join(chunks)
+
+
+def has_bfloat16(header: dict[str, Any]) -> bool:
+    """Whether a safetensors header lists a BF16 entry."""
+    return any(isinstance(v, dict) and v.get("dtype") == "BF16" for v in header.values())
+
+
+def read_safetensors(data: bytes, header: dict[str, Any]) -> tuple[dict[str, np.ndarray],
+                                                                  frozenset[str]]:
+    """The entries of a safetensors file with BF16 ones (as float32), and the names of
+    those. A malformed entry is a ValueError."""
+    start = 8 + int.from_bytes(data[:8], "little")
+    out: dict[str, np.ndarray] = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        dtype, shape, (lo, hi) = info["dtype"], info["shape"], info["data_offsets"]
+        raw = data[start + lo:start + hi]
+        if dtype == "BF16":
+            out[name] = from_bfloat16_bits(np.frombuffer(raw, "<u2")).reshape(shape)
+        elif dtype in _FILE_DTYPES:
+            out[name] = np.frombuffer(raw, np.dtype(_FILE_DTYPES[dtype]).newbyteorder("<")
+                                      ).reshape(shape)
+        else:
+            raise ValueError(f"entry '{name}' has dtype {dtype}, which this library cannot read")
+    bf16 = frozenset(n for n, i in header.items() if n != "__metadata__" and i["dtype"] == "BF16")
+    return out, bf16
