@@ -224,3 +224,12 @@ def test_digits_conv_net_trains_in_16_bit_storage() -> None:
     for precision, eps in (("bfloat16", 1e-8), ("float16", 1e-4)):
         acc = _train_digits(precision, eps)
         assert acc >= ref - ACCURACY_TOLERANCE, (precision, acc, ref)
+
+
+def test_16_bit_context_is_not_data_parallel() -> None:
+    ocd = pytest.importorskip("ocannl_ast.distributed")
+    w = oc.param("w", input_dims=[2], output_dims=[1])
+    loss = oc.einsum("o=>", w @ oc.ndarray(np.ones(2), label="ones"))
+    with pytest.raises(oc.ArgumentError, match="bfloat16 context cannot be data-parallel"):
+        ocd.data_parallel(oc.Context(precision="bfloat16"), loss,
+                          oc.sgd_update(loss, learning_rate=0.1))
