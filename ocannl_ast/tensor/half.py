@@ -33,7 +33,7 @@ def round_to_bfloat16(values: Any) -> np.ndarray:
     infinite), as exact float32s."""
     with np.errstate(over="ignore", invalid="ignore"):
         x = np.asarray(values, dtype=np.float64)
-        m, e = np.frexp(x)  # x = m * 2**e, 0.5 <= |m| < 1
+        _m, e = np.frexp(x)  # x = m * 2**e, 0.5 <= |m| < 1
         e = np.maximum(e, -125)  # below 2**-126 bfloat16 is subnormal: fixed quantum 2**-133
         q = np.ldexp(np.round(np.ldexp(x, 8 - e)), e - 8)  # np.round: ties to even
         q = np.where(np.isfinite(x), q, x)

@@ -82,11 +82,11 @@ def _build_helpers(directory: Path, defines: tuple[str, ...]) -> dict[str, Calla
     lines = ["#include <math.h>", "#include <stdint.h>", ""]
     lines += C.helper_defs({"half", "bfloat16"}, words)
     for fn in ("ocannl_h2f", "ocannl_bf2f"):
-        lines += [f"void load_{fn}(float* out, const unsigned short* in, int64_t n) "
-                  f"{{ for (int64_t i = 0; i < n; ++i) out[i] = {fn}(in[i]); }}"]
+        lines += [(f"void load_{fn}(float* out, const unsigned short* in, int64_t n) "
+                  f"{{ for (int64_t i = 0; i < n; ++i) out[i] = {fn}(in[i]); }}")]
     for fn in ("ocannl_f2h", "ocannl_f2bf"):
-        lines += [f"void store_{fn}(unsigned short* out, const float* in, int64_t n) "
-                  f"{{ for (int64_t i = 0; i < n; ++i) out[i] = {fn}(in[i]); }}"]
+        lines += [(f"void store_{fn}(unsigned short* out, const float* in, int64_t n) "
+                  f"{{ for (int64_t i = 0; i < n; ++i) out[i] = {fn}(in[i]); }}")]
     c_path, so_path = directory / "h.c", directory / "h.so"
     c_path.write_text("\n".join(lines) + "\n")
     flags = compiler.effective_flags(compiler.DEFAULT_OPT_FLAGS)

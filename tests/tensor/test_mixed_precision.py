@@ -28,7 +28,7 @@ def round_bf16(x: np.ndarray) -> np.ndarray:
     """NumPy reference: float64 values rounded to bfloat16 (8 significant bits, ties to
     even), by scaling the significand."""
     x = np.asarray(x, dtype=np.float64)
-    m, e = np.frexp(x)
+    _m, e = np.frexp(x)
     e = np.maximum(e, -125)
     return np.ldexp(np.round(np.ldexp(x, 8 - e)), e - 8)
 
