@@ -232,3 +232,16 @@ def test_cuda_emulated_matches_c_bit_for_bit(precision: str, cuda_emu_driver: ob
     for c_val, cuda_val in zip(got["c"], got["cuda"]):
         np.testing.assert_array_equal(np.asarray(cuda_val, np.float32),
                                       np.asarray(c_val, np.float32))
+
+
+def test_nvrtc_leaves_python_bytes_constants_alone() -> None:
+    """An empty NVRTC log is one byte: written into a bytes object it would overwrite
+    CPython's shared b" " (and the BF16 checkpoint header padding with it)."""
+    try:
+        cuda_nvrtc.nvrtc_version()
+    except oc.BackendError as e:
+        pytest.skip(f"NVRTC is not importable here: {e}")
+    _, log = cuda_nvrtc.nvrtc_compile("k", 'extern "C" __global__ void k(float* a) '
+                                      "{ a[0] = 1.0f; }", "compute_90")
+    assert log == ""
+    assert b" " * 1 == bytes([32])
