@@ -141,6 +141,7 @@ def reference_values(key: tuple[str, int], seed: int, dims: tuple[int, ...],
     """The NumPy reference of `random_init` (through `lowering.threefry`); a normal init's
     values agree up to the last bits of the C library's log / cos."""
     n = math.prod(dims)
+    precision = Precision(precision).compute.value  # 16-bit storage: the float32 draw
     dt = np.dtype(np.float32 if precision == "float32" else np.float64)
     u = _reference_uniforms(key, _TAG, seed, n, precision).astype(dt)
     if normal is not None:

@@ -233,3 +233,21 @@ def test_16_bit_context_is_not_data_parallel() -> None:
     with pytest.raises(oc.ArgumentError, match="bfloat16 context cannot be data-parallel"):
         ocd.data_parallel(oc.Context(precision="bfloat16"), loss,
                           oc.sgd_update(loss, learning_rate=0.1))
+
+
+@pytest.mark.parametrize("precision", HALF)
+def test_default_init_is_the_float32_draw_rounded_where_stored(precision: str) -> None:
+    """The init computes in float32 (4 uniforms per threefry word, as a float32 context)
+    and rounds what it stores: the uniforms, then the scaled values, so each param value is
+    within 3 units of the storage roundoff of the float32 value (the uniform's rounding,
+    doubled by the scale to [-1, 1), plus the final one)."""
+    from ocannl_ast.tensor.random_init import reference_values
+
+    oc.set_seed(5)
+    w = oc.param("w", output_dims=[16], input_dims=[9])
+    ctx = oc.Context(precision=precision)
+    ctx.compile((w * 1.0).forward)()
+    ref = reference_values(w.init_key or ("w", 0), 5, w.dims(), precision)
+    assert ref.dtype == np.float32
+    np.testing.assert_allclose(ctx.get(w).astype(np.float64), ref, rtol=0,
+                               atol=3 * EPS[precision])
