@@ -35,6 +35,12 @@ def virtualize() -> bool:
     return _on("VIRTUALIZE", True)
 
 
+def schedule() -> bool:
+    """``OCANNL_AST_SCHEDULE``: the scheduling passes (unroll small reductions, loop
+    interchange, fusion of pointwise nests, parallel loops; on unless "0")."""
+    return _on("SCHEDULE", True)
+
+
 def reorder() -> bool:
     """``OCANNL_AST_REORDER``: let the C backend hoist small reductions (on unless "0")."""
     return _on("REORDER", True)

@@ -247,8 +247,8 @@ class CRenderer:
                 out.extend(f"{pad}/* {ln.replace('*/', '* /')} */" for ln in text.splitlines())
             case Seq(stmts=stmts):
                 self.seq(stmts, depth, out)
-            case ForLoop(symbol=sym, extent=extent, body=body):
-                self.for_loop(sym, extent, body, depth, out)
+            case ForLoop(symbol=sym, extent=extent, body=body, threads=th):
+                self.for_loop(sym, extent, body, depth, out, th)
             case SetCell(buffer=buf, index=index, value=value):
                 text = (self.word(value) if buf.uint4x32
                         else self.converted(self.syntax.store(self.prog.precision, self.value(value))))
@@ -290,9 +290,12 @@ class CRenderer:
             else:
                 self.stmt(sub, depth, out)
 
-    def for_loop(self, sym: Symbol, extent: int, body: Stmt, depth: int, out: list[str]) -> None:
+    def for_loop(self, sym: Symbol, extent: int, body: Stmt, depth: int, out: list[str],
+                 threads: int = 1) -> None:
         """A loop: a contraction kernel call or a reordered nest where the dialect allows
-        and they apply, else a plain ``for`` (after `syntax.inner_loop_pragma` if innermost).
+        and they apply, else a plain ``for`` (after `syntax.inner_loop_pragma` if innermost;
+        an OpenMP parallel loop over `threads` threads where more than 1 and the dialect has
+        the C backend's kernels, which then compile with -fopenmp).
         """
         if self.kernels is not None and self.kernels.render(self, ForLoop(sym, extent, body),
                                                             depth, out):
@@ -303,7 +306,11 @@ class CRenderer:
             self.symbols[sym] = f"i{self.n_iters}"
             self.n_iters += 1
         name = self.symbols[sym]
-        if self.syntax.inner_loop_pragma and not has_loop(body):
+        if threads > 1 and self.kernels is not None:
+            self.kernels.parallel = True  # its flags() then add -fopenmp
+            out.append("  " * depth + f"#pragma omp parallel for num_threads({threads}) "
+                       "schedule(static)")
+        elif self.syntax.inner_loop_pragma and not has_loop(body):
             out.append("  " * depth + self.syntax.inner_loop_pragma)
         out.append("  " * depth + self.syntax.for_header(name, extent))
         self.stmt(body, depth + 1, out)

@@ -167,6 +167,50 @@ def host_written(arr: np.ndarray) -> None:
             d.host_newer, d.device_newer = True, False
 
 
+def device_arena(arena: np.ndarray, views: Sequence[np.ndarray]) -> int:
+    """Back `views` (slices of the host array `arena`) with ONE device allocation: each
+    view's device copy is its slice of the block, so a collective over the block's address
+    covers them all. Returns that address; freed with `arena`. Call before any routine used
+    the views (BackendError if one already has a device copy)."""
+    with _mem_lock:
+        dev = device()
+        base = int(_check(dev.driver.cuMemAlloc(max(arena.nbytes, 1)), "cuMemAlloc"))
+        weakref.finalize(arena, _free_block, dev.driver.CUdeviceptr(base))
+        start = arena.ctypes.data
+        for v in views:
+            offset = v.ctypes.data - start
+            if id(v) in _MEM or not 0 <= offset <= offset + v.nbytes <= arena.nbytes:
+                raise BackendError("device_arena: each view must lie inside the arena and "
+                                   "have no device copy yet")
+            _MEM[id(v)] = _DevArray(dev.driver.CUdeviceptr(base + offset))
+            weakref.finalize(v, _MEM.pop, id(v), None)
+        return base
+
+
+def _free_block(ptr: Any) -> None:
+    with contextlib.suppress(BackendError, RuntimeError, OSError):  # at shutdown
+        device().driver.cuMemFree(ptr)
+
+
+def to_device(arr: np.ndarray) -> None:
+    """Bring the device copy of `arr` up to date (upload what the host wrote since)."""
+    with _mem_lock:
+        _upload(arr, _dev_array(arr))
+
+
+def device_written(arr: np.ndarray) -> None:
+    """Something other than a routine (a collective) wrote the device copy of `arr`."""
+    with _mem_lock:
+        d = _MEM.get(id(arr))
+        if d is not None:
+            d.host_newer, d.device_newer = False, True
+
+
+def stream_handle() -> int:
+    """The address of the stream every routine launches on (for NCCL calls)."""
+    return int(device().stream)
+
+
 # ---- routines ------------------------------------------------------------------------
 
 

@@ -45,11 +45,13 @@ class DataParallelStep:
 
     Attributes: ``global_step`` (steps taken, restored by `ocd.load`), ``samples`` (global
     samples seen, when `batch_size` was given), ``grad_routine``, ``update_routine``,
-    ``params`` (sorted by name), ``arena`` (every gradient, contiguous), ``timings``.
+    ``params`` (sorted by name), ``arena`` (every gradient, contiguous), ``timings``,
+    ``reduce_path`` ("nccl": on the GPUs, one device allocation; else "host (...)").
     """
 
     def __init__(self, ctx: Context, loss: Tensor, update: Any, world: World, *,
-                 check_every: int, batch_size: int | None, seed: int, profile: bool) -> None:
+                 check_every: int, batch_size: int | None, seed: int, profile: bool,
+                 nccl: bool | None = None) -> None:
         self.ctx, self.loss, self.world = ctx, loss, world
         self.check_every, self.batch_size, self.seed = check_every, batch_size, seed
         self.profile = profile
@@ -76,6 +78,13 @@ class DataParallelStep:
         self.arena = self._lay_out_arena()
         self._agree_on_code()
         self._checked_params_at = -1
+        self._device: Any = None  #: nccl.DeviceArena when the reduction stays on the GPU
+        self.reduce_path = "host"  #: "nccl", or "host" (and why, where NCCL was wanted)
+        if ctx.backend.name == "cuda" and (nccl or (nccl is None and world.size > 1)):
+            from .nccl import open_device_arena
+
+            self._device, self.reduce_path = open_device_arena(
+                world, self.arena, self._views, required=bool(nccl))
 
     # ---- set-up ------------------------------------------------------------------------
 
@@ -146,19 +155,23 @@ class DataParallelStep:
     def _reduce(self) -> float:
         """Average the gradients over the ranks; the seconds spent waiting (profiled)."""
         world, backend = self.world, self.ctx.backend
-        if world.size == 1:
+        if world.size == 1 and self._device is None:
             return 0.0
         with self.ctx.lock:
             for b, view in zip(self._bufs, self._views, strict=True):
                 if self.ctx.arrays.get(b.id) is not view:
                     raise DistributedError(f"the gradient array of '{b.name}' was replaced "
                                            "after data_parallel laid out its arena", user_span())
-                backend.to_host(view)
             waited = 0.0
             if self.profile:
                 t = time.perf_counter()
                 world.barrier("waiting for the slowest rank")
                 waited = time.perf_counter() - t
+            if self._device is not None:  # ncclAllReduce on the stream: no host copy
+                self._device.reduce_mean()
+                return waited
+            for view in self._views:
+                backend.to_host(view)
             world.allreduce_mean_(self.arena)
             for view in self._views:
                 backend.host_written(view)
@@ -208,7 +221,7 @@ def _compare(gathered: list[dict[str, str]], message: str) -> None:
 
 def data_parallel(ctx: Context, loss: Tensor, update: Any, *, world: World | None = None,
                   check_every: int = 100, batch_size: int | None = None, seed: int = 0,
-                  profile: bool = False) -> DataParallelStep:
+                  profile: bool = False, nccl: bool | None = None) -> DataParallelStep:
     """A data-parallel training step over every rank of `world` (default: `ocd.init()`).
 
     Each rank runs forward + backprop on its own data, the gradients are averaged over the
@@ -216,7 +229,9 @@ def data_parallel(ctx: Context, loss: Tensor, update: Any, *, world: World | Non
     identically everywhere, so params stay bit-identical. Ranks check that they compiled the
     same programs now, and that their params agree at the first step and every
     `check_every` steps (0: never). `batch_size` (this rank's) counts global samples for
-    checkpoints; `seed` is the data-order seed `ocd.save` records.
+    checkpoints; `seed` is the data-order seed `ocd.save` records. `nccl`: on a CUDA context,
+    None averages the gradients on the GPUs with NCCL when libnccl loads on every rank (else
+    through host copies), True requires NCCL (even in a world of one), False never uses it.
 
     Example: ``step = ocd.data_parallel(ctx, loss, oc.sgd_update(loss, learning_rate=0.1))``
     then ``step(batch=b)``.
@@ -233,6 +248,12 @@ def data_parallel(ctx: Context, loss: Tensor, update: Any, *, world: World | Non
                                    or not isinstance(batch_size, int) or batch_size <= 0):
         validate.fail(ArgumentError, f"data_parallel: batch_size must be a positive int, got "
                                      f"{validate.describe(batch_size)}")
+    if nccl is not None and not isinstance(nccl, bool):
+        validate.fail(ArgumentError, f"data_parallel: nccl must be True, False or None, got "
+                                     f"{validate.describe(nccl)}")
+    if nccl and ctx.backend.name != "cuda":
+        validate.fail(ArgumentError, f"data_parallel(nccl=True) needs a CUDA context "
+                                     f"(oc.Context(backend='cuda')), got {ctx.backend.name!r}")
     if not loss.params():
         validate.fail(ArgumentError, f"data_parallel: loss '{loss.label}' has no params")
     if ctx.precision.is_half:  # the all-reduce sums float32 / float64 arrays
@@ -242,7 +263,7 @@ def data_parallel(ctx: Context, loss: Tensor, update: Any, *, world: World | Non
         validate.fail(ArgumentError, "data_parallel: this context already has a data-parallel "
                                      "step (one per context): use another oc.Context")
     step = DataParallelStep(ctx, loss, update, world or current(), check_every=check_every,
-                            batch_size=batch_size, seed=seed, profile=profile)
+                            batch_size=batch_size, seed=seed, profile=profile, nccl=nccl)
     steps[ctx] = step
     return step
 

@@ -155,6 +155,9 @@ class ForLoop:
     symbol: Symbol  #: iterator, runs 0 .. extent-1
     extent: int
     body: Stmt
+    #: more than 1: the iterations are independent and run on this many threads (an OpenMP
+    #: parallel loop in C; `lowering.parallel` decides); 1: in order, on the caller's thread
+    threads: int = 1
 
 
 @dataclass(frozen=True, slots=True)

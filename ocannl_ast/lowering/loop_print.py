@@ -178,8 +178,9 @@ def _stmt_lines(s: Stmt, names: SymbolNames, pad: str) -> list[str]:
             return [f"{pad}# {line}" for line in text.splitlines() or [""]]
         case Seq(stmts=stmts):
             return [] if stmts else [f"{pad}noop"]
-        case ForLoop(symbol=sym, extent=extent):
-            return [f"{pad}for {names.bind(sym)} < {extent}:"]
+        case ForLoop(symbol=sym, extent=extent, threads=th):
+            par = f" (parallel, {th} threads)" if th > 1 else ""
+            return [f"{pad}for {names.bind(sym)} < {extent}{par}:"]
         case SetCell(buffer=buf, index=index, value=value):
             return [f"{pad}{format_cell(buf.name, index, names)} := {expr_text(value, names)}"]
         case DeclLocal(name=name, init=init):

@@ -200,9 +200,9 @@ def map_stmt(s: Stmt, expr: ExprRule | None = None, stmt: StmtRule | None = None
         case Seq(stmts=stmts):
             new = tuple(map_stmt(x, expr, stmt) for x in stmts)
             node: Stmt = s if all(a is b for a, b in zip(stmts, new, strict=True)) else Seq(new)
-        case ForLoop(symbol=sym, extent=n, body=body):
+        case ForLoop(symbol=sym, extent=n, body=body, threads=th):
             inner = map_stmt(body, expr, stmt)
-            node = s if inner is body else ForLoop(sym, n, inner)
+            node = s if inner is body else ForLoop(sym, n, inner, th)
         case (Noop() | Comment() | SetCell() | DeclLocal() | SetLocal() | Fill() | CheckIndex()
               | SetFromVec()):
             node = s if expr is None else _map_own(s, lambda e: map_expr(e, expr))

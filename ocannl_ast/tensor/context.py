@@ -15,6 +15,7 @@ import threading
 import warnings
 import weakref
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -29,6 +30,31 @@ from .escape import user_held
 from .initialization import init_order, init_plan
 from .node import Code, NodeKind, NodeRef, OpRecord, Tensor, buffer_id, concat, node_owner
 from .routine import Routine
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryReport:
+    """`Context.memory_report`: bytes allocated against the liveness bound."""
+
+    allocated_bytes: int  #: held by the context's arrays
+    buffers: int  #: how many arrays
+    state_bytes: int  #: of arrays kept across runs (params, grads, optimizer state, data)
+    live_peak_bytes: int  #: most intermediate bytes live at once in one routine
+
+    @property
+    def bound_bytes(self) -> int:
+        """What an allocator by liveness needs: the state plus the live peak."""
+        return self.state_bytes + self.live_peak_bytes
+
+    @property
+    def ratio(self) -> float:
+        """Allocated over the bound (1.0: no more than liveness needs)."""
+        return self.allocated_bytes / max(1, self.bound_bytes)
+
+    def __str__(self) -> str:
+        return (f"{self.allocated_bytes / 1e6:.2f} MB in {self.buffers} buffers; state "
+                f"{self.state_bytes / 1e6:.2f} MB + live peak {self.live_peak_bytes / 1e6:.2f} "
+                f"MB = {self.bound_bytes / 1e6:.2f} MB ({self.ratio:.2f}x the bound)")
 
 _defaults_lock = threading.Lock()
 _defaults: dict[tuple[str, str], Context] = {}
@@ -93,6 +119,8 @@ class Context:
         #: tensor ids whose values were set here other than by their initialization
         self.assigned: set[int] = set()
         self.routines: list[Routine] = []  #: the routines compiled here (for recompiling)
+        #: routine name -> most cells of its intermediates live at once (`memory_report`)
+        self.live_cells: dict[str, int] = {}
         #: buffer id -> padding margins of every buffer laid out here (() unpadded): the
         #: pipeline decides them at a buffer's first compilation, they stay fixed after
         self.layout: dict[int, Margins] = {}
@@ -310,7 +338,31 @@ class Context:
                                 no_fold=frozenset(self.user_set),
                                 fusion_limit=self.backend.fusion_limit,
                                 layout=self.layout, projections=self.projections)
-        return pipeline.run(code, opts)
+        out = pipeline.run(code, opts)
+        from ..lowering.arena import live_peak_cells
+
+        before = dict(out.trace).get("parallel", out.prog)  # before storage was shared
+        self.live_cells[out.prog.name] = live_peak_cells(before, opts.keep)
+        return out
+
+    def memory_report(self) -> MemoryReport:
+        """The bytes this context's buffers hold, against what an allocator by liveness
+        needs: the kept state (params, grads, optimizer state, data, whatever routines
+        share) plus the most intermediate bytes one routine has live at once.
+        Example: ``print(ctx.memory_report())``."""
+        with self.lock:
+            item = np.dtype(self.dtype).itemsize
+            allocated = sum(a.nbytes for a in self.arrays.values())
+            held = self._held_buffers()
+            state = sum(a.nbytes for b, a in self.arrays.items() if b in self.escaping
+                        or b in self.user_set or b in held)
+            peak = max(self.live_cells.values(), default=0) * item
+            return MemoryReport(allocated, len(self.arrays), state, peak)
+
+    def _held_buffers(self) -> frozenset[int]:
+        """The value and grad buffer ids of the held-out tensors (params, optimizer state)."""
+        return frozenset(b for t in self.holdings.values()
+                         for b in (buffer_id(t), buffer_id(t, NodeKind.GRAD)))
 
     def adopt(self, out: pipeline.Lowered, routine: str) -> None:
         """Record what the pipeline decided for a routine compiled here: its buffers'

@@ -1,6 +1,7 @@
 """The compile pipeline, read top to bottom: Code -> close shapes -> projections ->
-assignments IR -> simplify -> loop IR -> fold constants -> inline -> fuse epilogues -> bind
-static arguments -> a backend renders or compiles it. Each pass is a function from one IR
+assignments IR -> simplify -> loop IR -> fold constants -> unroll -> inline -> fuse epilogues
+-> interchange, fuse nests, parallel loops (`pipeline_passes`) -> bind static arguments -> a
+backend renders or compiles it. Each pass is a function from one IR
 to the next (the loop-IR passes also return what they decided); `STAGES` lists them in
 order; with OCANNL_AST_CHECK=1 the assignments IR is verified after each stage that makes
 it, and the loop IR once, after the last loop-IR stage.
@@ -43,6 +44,14 @@ from .node import (
     buffer_id,
     buffer_ids,
 )
+from .pipeline_passes import (
+    Decided,
+    fuse_loops,
+    interchange_loops,
+    parallel_loops,
+    share_storage,
+    unroll_loops,
+)
 from .plain_set import check_plain_set
 
 #: closing shapes and lowering touch solver state shared by every tensor of a graph
@@ -76,6 +85,9 @@ class Options:
     #: program gets the same name, hence the same source and compile-cache entry, whatever
     #: the process built before
     content_named: bool = False
+    #: run the scheduling passes (`pipeline_passes`; None: OCANNL_AST_SCHEDULE)
+    schedule: bool | None = None
+    threads: int | None = None  #: parallel loops' threads (None: OCANNL_AST_THREADS)
 
 
 # ---- pass 1: close shapes (Code -> Code) -------------------------------------------------
@@ -314,15 +326,6 @@ def lower_loops(asgn: A.Asgn, opts: Options) -> LoopProgram:
 
 # ---- passes 6-8: virtualize (LoopProgram -> LoopProgram, and what each decided) ------------
 
-@dataclass(frozen=True, slots=True)
-class Decided:
-    """A loop-IR pass's output program and the buffer ids it took out of the routine."""
-
-    prog: LoopProgram
-    virtual: frozenset[int] = frozenset()  #: computed inline where they are read
-    folded: frozenset[int] = frozenset()  #: constants read as numbers
-
-
 def virtualizing(opts: Options) -> bool:
     """Whether to virtualize: the option, else OCANNL_AST_VIRTUALIZE (on unless "0")."""
     if opts.virtualize is not None:
@@ -429,8 +432,13 @@ STAGES: tuple[Stage, ...] = (
     Stage("simplify", simplify, _verify_asgn),                  # Asgn -> Asgn
     Stage("lower", lower_loops),                                # Asgn -> LoopProgram
     Stage("fold_constants", fold_constant_loops),               # LoopProgram -> Decided
+    Stage("unroll", unroll_loops),                              # LoopProgram -> Decided
     Stage("inline", inline_loops),                              # LoopProgram -> Decided
     Stage("fuse_epilogue", fuse_epilogue_loops),                # LoopProgram -> Decided
+    Stage("interchange", interchange_loops),                    # LoopProgram -> Decided
+    Stage("fuse_nests", fuse_loops),                            # LoopProgram -> Decided
+    Stage("parallel", parallel_loops),                          # LoopProgram -> Decided
+    Stage("share_storage", share_storage),                      # LoopProgram -> Decided
     Stage("bind_statics", bind_statics, _verify_loops),         # LoopProgram -> LoopProgram
     Stage("name", name_program),                                # LoopProgram -> LoopProgram
 )

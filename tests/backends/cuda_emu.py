@@ -404,11 +404,12 @@ class FakeDriver:
         for i, p in enumerate(op.params):
             if sig.is_pointer(i):
                 addr = int.from_bytes(bytes(p), "little")
-                a = self.find(addr)
-                if a is None or addr != a.base:
+                a = self.find(addr)  # an allocation's base or an address inside it
+                if a is None:
                     raise EmulatorFault(f"kernel {sig.name}: parameter {i} ({sig.types[i]}) "
                                         f"= 0x{addr:x} is not a device allocation")
-                touched.append(a)
+                if all(a is not t for t in touched):
+                    touched.append(a)
         argv = (ctypes.c_void_p * max(len(op.params), 1))(
             *[ctypes.addressof(p) for p in op.params])
         before = [ctypes.string_at(a.base, a.size) for a in touched]

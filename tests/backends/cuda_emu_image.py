@@ -59,7 +59,8 @@ def _image_source(image: Any) -> str | None:
 # ---- compiling a module with g++ ------------------------------------------------------
 
 _UNARY = ("exp", "log", "tanh", "sin", "cos", "tan", "sqrt", "exp2", "log2", "log10", "fabs",
-          "floor", "ceil", "trunc", "round", "expm1", "log1p", "erf", "sinh", "cosh", "atan")
+          "floor", "ceil", "trunc", "round", "rint", "nearbyint", "expm1", "log1p", "erf", "sinh",
+          "cosh", "atan")
 _BINARY = ("pow", "fmin", "fmax", "fmod", "atan2", "copysign")
 
 

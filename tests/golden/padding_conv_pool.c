@@ -12,6 +12,7 @@ static inline float ocannl_select_f(int c, float a, float b) {
 static inline float ocannl_max_f(float a, float b) { return ocannl_select_f((a > b) | (a != a), a, b); }
 
 static __attribute__((noinline)) int routine_f0(float* restrict img, float* restrict einsum, float* restrict kern) {
+  /* unrolled: 1 small reduction */
   /* padding: reset the margins (1+1 1+1 0+0) of img [6, 6, 2] to 0 */
   for (int64_t i0 = 0; i0 < 6; ++i0) {
     for (int64_t i1 = 0; i1 < 2; ++i1) {
@@ -60,7 +61,7 @@ static __attribute__((noinline)) int routine_f0(float* restrict img, float* rest
   return 0;
 }
 
-static __attribute__((noinline)) int routine_f1(float* restrict img, float* restrict einsum_max, float* restrict window) {
+static __attribute__((noinline)) int routine_f1(float* restrict img, float* restrict einsum, float* restrict einsum_max, float* restrict window, float* restrict einsum_1) {
   for (int64_t i17 = 0; i17 < 6; ++i17) {
     for (int64_t i18 = 0; i18 < 2; ++i18) {
       img[12*i17 + i18] = -INFINITY;
@@ -71,45 +72,19 @@ static __attribute__((noinline)) int routine_f1(float* restrict img, float* rest
       img[12*i19 + i20 + 10] = -INFINITY;
     }
   }
-  /* reduction over 3x3 hoisted outside its 4x4x2 output cells */
-  {
-    float ocannl_red0[32];
-    for (int64_t i21 = 0; i21 < 4; ++i21) {
-      for (int64_t i22 = 0; i22 < 4; ++i22) {
-        for (int64_t i23 = 0; i23 < 2; ++i23) {
-          ocannl_red0[8*i21 + 2*i22 + i23] = -INFINITY;
-        }
-      }
-    }
-    for (int64_t i24 = 0; i24 < 3; ++i24) {
-      for (int64_t i25 = 0; i25 < 3; ++i25) {
-        for (int64_t i21 = 0; i21 < 4; ++i21) {
-          for (int64_t i22 = 0; i22 < 4; ++i22) {
-            for (int64_t i23 = 0; i23 < 2; ++i23) {
-              ocannl_red0[8*i21 + 2*i22 + i23] = ocannl_max_f(ocannl_red0[8*i21 + 2*i22 + i23], (img[12*i21 + 12*i24 + 2*i22 + 2*i25 + i23] + window[3*i24 + i25]));
-            }
-          }
-        }
-      }
-    }
-    for (int64_t i21 = 0; i21 < 4; ++i21) {
-      for (int64_t i22 = 0; i22 < 4; ++i22) {
-        for (int64_t i23 = 0; i23 < 2; ++i23) {
-          einsum_max[8*i21 + 2*i22 + i23] = ocannl_red0[8*i21 + 2*i22 + i23];
-        }
+  for (int64_t i21 = 0; i21 < 4; ++i21) {
+    for (int64_t i22 = 0; i22 < 4; ++i22) {
+      for (int64_t i23 = 0; i23 < 2; ++i23) {
+        einsum_max[8*i21 + 2*i22 + i23] = ocannl_max_f(ocannl_max_f(ocannl_max_f(ocannl_max_f(ocannl_max_f(ocannl_max_f(ocannl_max_f(ocannl_max_f(ocannl_max_f((-INFINITY), (img[12*i21 + 2*i22 + i23] + window[0])), (img[12*i21 + 2*i22 + i23 + 2] + window[1])), (img[12*i21 + 2*i22 + i23 + 4] + window[2])), (img[12*i21 + 2*i22 + i23 + 12] + window[3])), (img[12*i21 + 2*i22 + i23 + 14] + window[4])), (img[12*i21 + 2*i22 + i23 + 16] + window[5])), (img[12*i21 + 2*i22 + i23 + 24] + window[6])), (img[12*i21 + 2*i22 + i23 + 26] + window[7])), (img[12*i21 + 2*i22 + i23 + 28] + window[8]));
       }
     }
   }
-  return 0;
-}
-
-static __attribute__((noinline)) int routine_f2(float* restrict einsum, float* restrict einsum_max, float* restrict einsum_1) {
-  for (int64_t i26 = 0; i26 < 2; ++i26) {
-    for (int64_t i27 = 0; i27 < 2; ++i27) {
-      for (int64_t i28 = 0; i28 < 4; ++i28) {
-        for (int64_t i29 = 0; i29 < 4; ++i29) {
-          for (int64_t i30 = 0; i30 < 2; ++i30) {
-            einsum_1[64*i26 + 32*i27 + 8*i28 + 2*i29 + i30] = einsum[2*i26 + i27] * einsum_max[8*i28 + 2*i29 + i30];
+  for (int64_t i24 = 0; i24 < 2; ++i24) {
+    for (int64_t i25 = 0; i25 < 2; ++i25) {
+      for (int64_t i26 = 0; i26 < 4; ++i26) {
+        for (int64_t i27 = 0; i27 < 4; ++i27) {
+          for (int64_t i28 = 0; i28 < 2; ++i28) {
+            einsum_1[64*i24 + 32*i25 + 8*i26 + 2*i27 + i28] = einsum[2*i24 + i25] * einsum_max[8*i26 + 2*i27 + i28];
           }
         }
       }
@@ -120,7 +95,6 @@ static __attribute__((noinline)) int routine_f2(float* restrict einsum, float* r
 
 int routine(float* const* bufs, const int64_t* statics) {
   routine_f0(bufs[0], bufs[1], bufs[2]);
-  routine_f1(bufs[0], bufs[3], bufs[4]);
-  routine_f2(bufs[1], bufs[3], bufs[5]);
+  routine_f1(bufs[0], bufs[1], bufs[3], bufs[4], bufs[5]);
   return 0;
 }

@@ -3,12 +3,9 @@
 #include <stdint.h>
 
 static __attribute__((noinline)) int reduction_f0(float* restrict einsum, float* restrict m) {
+  /* unrolled: 1 small reduction */
   for (int64_t i0 = 0; i0 < 2; ++i0) {
-    float l_acc1 = 0.0f;
-    for (int64_t i1 = 0; i1 < 3; ++i1) {
-      l_acc1 = l_acc1 + m[3*i0 + i1];
-    }
-    einsum[i0] = l_acc1;
+    einsum[i0] = ((0.0f + m[3*i0]) + m[3*i0 + 1]) + m[3*i0 + 2];
   }
   return 0;
 }

@@ -67,8 +67,9 @@ def test_layer_norm_after_linear_one() -> None:
     rng = np.random.default_rng(2)
     x = oc.ndarray(rng.random((2, 5, 5, 3)), batch_axes=1)
     got = oc.eval(oc.nn.layer_norm()(oc.nn.linear(1)(x)))
-    # one feature: centred to 0, so the output is the bias (initialised to 0)
-    np.testing.assert_allclose(got, np.zeros((2, 1)), atol=1e-6)
+    # linear acts on the last axis: one feature per position, centred to 0, so the output
+    # is the bias (initialised to 0)
+    np.testing.assert_allclose(got, np.zeros((2, 5, 5, 1)), atol=1e-6)
 
 
 def test_attention_on_a_computed_one_feature_input() -> None:

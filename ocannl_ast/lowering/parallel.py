@@ -1,0 +1,103 @@
+"""Threads for the whole step: the outermost loop of a nest whose iterations are
+independent runs on several threads (`ForLoop.threads`; an OpenMP parallel loop in C).
+
+A nest qualifies when its outermost loop's iterations touch disjoint cells: every buffer it
+writes is written (anywhere in the nest) at one index, injective over the loops enclosing
+the write, and read only at that index; its scalar locals are declared inside the loop
+(private to an iteration); it has no fills, vector sets or index checks. Each cell is then
+computed by one thread with the same operations in the same order as by one thread alone:
+the results are the same bits for any thread count. Nests below `MIN_WORK` innermost
+executions stay serial (starting threads would cost more than they save), and so do nests
+holding a sum of products: the C backend may run it as a contraction kernel, which threads
+itself and returns error codes (no `return` may leave an OpenMP loop).
+
+Stage: the last scheduling pass (`pipeline_passes.parallel_loops`). Input: a `LoopProgram`
+and a thread count. Output: the program with the chosen loops marked, and their count.
+"""
+
+from __future__ import annotations
+
+from typing import assert_never
+
+from .. import config
+from .loop_ir import (
+    CheckIndex,
+    Comment,
+    DeclLocal,
+    Fill,
+    ForLoop,
+    IndexExpr,
+    LoopProgram,
+    Noop,
+    Seq,
+    SetCell,
+    SetFromVec,
+    SetLocal,
+    Stmt,
+)
+from .nests import body_units, noted
+from .schedule import Scheduled, holds_contraction, injective, same_cell
+from .walk import gets, own_exprs, scoped, work
+
+#: innermost executions a nest needs to be run on threads
+MIN_WORK = 1 << 17
+
+
+def thread_count() -> int:
+    """``OCANNL_AST_THREADS``: a positive count, ``auto`` (the machine's cores), else 1
+    (also for a malformed value: the C backend reports that one when it renders)."""
+    raw = config.threads()
+    if raw.lower() == "auto":
+        import os
+
+        return max(1, os.cpu_count() or 1)
+    return int(raw) if raw.isdigit() and int(raw) > 0 else 1
+
+
+def mark_parallel(prog: LoopProgram, threads: int, min_work: int = MIN_WORK) -> Scheduled:
+    """Mark the outermost loop of each independent nest of at least `min_work` innermost
+    executions to run on `threads` threads.
+
+    Example: ``mark_parallel(prog, 2).changed``.
+    """
+    notes, rest = body_units(prog)
+    out: list[Stmt] = []
+    changed = 0
+    for u in rest:
+        ok = (threads > 1 and isinstance(u, ForLoop) and u.extent > 1 and u.threads == 1
+              and work(u) >= min_work and not holds_contraction(u) and parallel_safe(u))
+        if ok and isinstance(u, ForLoop):
+            u = ForLoop(u.symbol, u.extent, u.body, threads)
+            changed += 1
+        out.append(u)
+    more = [f"parallel: {changed} loop nest{'s' if changed != 1 else ''} on {threads} threads"] \
+        if changed else []
+    return Scheduled(noted(prog, notes, more, out, frozenset()), changed)
+
+
+def parallel_safe(loop: ForLoop) -> bool:
+    """Whether the iterations of `loop` touch disjoint cells (see the module docstring)."""
+    writes: dict[int, tuple[IndexExpr, ...]] = {}
+    for s, loops in scoped(loop):
+        match s:
+            case SetCell(buffer=buf, index=index):
+                if buf.uint4x32 or not injective((*loops,), buf, index):
+                    return False
+                first = writes.setdefault(buf.id, index)
+                if not same_cell(buf, first, index):
+                    return False
+            case Fill() | SetFromVec() | CheckIndex():
+                return False
+            case ForLoop(threads=th) if th > 1:
+                return False
+            case ForLoop() | Seq() | Noop() | Comment() | DeclLocal() | SetLocal():
+                pass
+            case _:
+                assert_never(s)
+    for s, _ in scoped(loop):
+        for e in own_exprs(s):
+            for g in gets(e):
+                if g.buffer.id in writes and not same_cell(g.buffer, writes[g.buffer.id],
+                                                           g.index):
+                    return False
+    return True

@@ -1,0 +1,118 @@
+"""The scheduling stages of the compile pipeline (`pipeline.STAGES`): loop-IR passes that
+reorder or merge loop nests without changing any cell's arithmetic (same bits), each
+returning what it decided as a `pipeline.Decided`.
+
+- `unroll_loops` (before `inline`): reductions of a few terms per cell become straight-line
+  code (`lowering.schedule.unroll_reductions`), so the cells around them vectorize;
+- `interchange_loops`: unit-stride loops innermost (`lowering.schedule.interchange`);
+- `fuse_loops`: adjacent pointwise nests over the same iteration space merge
+  (`lowering.fuse_nests`), then nests sharing outer loops merge under them, row by row
+  (`lowering.fuse_rows`);
+- `parallel_loops`: outer loops of independent nests with enough work run on OpenMP threads
+  when `OCANNL_AST_THREADS` asks for more than one (`lowering.parallel`).
+
+- `share_storage`: intermediates whose lifetimes do not overlap share arenas
+  (`lowering.arena`); the shared buffers are reported as virtual (no value after a run).
+
+All five are skipped with ``OCANNL_AST_SCHEDULE=0`` or ``Options.schedule=False``, and
+for a backend without contraction kernels (CUDA: see `scheduling`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from .. import config
+from ..infer.padding import Margins
+from ..lowering.loop_ir import CONTRACTION_MIN_WORK, LoopProgram
+
+
+@dataclass(frozen=True, slots=True)
+class Decided:
+    """A loop-IR pass's output program and the buffer ids it took out of the routine."""
+
+    prog: LoopProgram
+    virtual: frozenset[int] = frozenset()  #: computed inline where they are read
+    folded: frozenset[int] = frozenset()  #: constants read as numbers
+
+
+class Options(Protocol):
+    """What these stages read of `pipeline.Options`."""
+
+    @property
+    def schedule(self) -> bool | None: ...
+    @property
+    def threads(self) -> int | None: ...
+    @property
+    def keep(self) -> frozenset[int]: ...
+    @property
+    def layout(self) -> Mapping[int, Margins]: ...
+    @property
+    def fusion_limit(self) -> int: ...
+
+
+def scheduling(opts: Options) -> bool:
+    """Whether to run the scheduling passes: the option, else OCANNL_AST_SCHEDULE for a CPU
+    backend (one with contraction kernels: its `fusion_limit` is below the default). A GPU
+    backend (CUDA) maps each nest's cells to threads itself: merged nests, arenas and
+    unrolled reductions would take that parallelism away."""
+    if opts.schedule is not None:
+        return opts.schedule
+    return config.schedule() and opts.fusion_limit < CONTRACTION_MIN_WORK
+
+
+def _decided(prog: LoopProgram) -> Decided:
+    return Decided(prog)
+
+
+def unroll_loops(prog: LoopProgram, opts: Options) -> Decided:
+    """Unroll small non-contraction reductions (`lowering.schedule.unroll_reductions`)."""
+    if not scheduling(opts):
+        return _decided(prog)
+    from ..lowering.schedule import unroll_reductions
+
+    return _decided(unroll_reductions(prog).prog)
+
+
+def interchange_loops(prog: LoopProgram, opts: Options) -> Decided:
+    """Unit-stride loops innermost in independent nests (`lowering.schedule.interchange`)."""
+    if not scheduling(opts):
+        return _decided(prog)
+    from ..lowering.schedule import interchange
+
+    return _decided(interchange(prog).prog)
+
+
+def fuse_loops(prog: LoopProgram, opts: Options) -> Decided:
+    """Merge adjacent pointwise nests over the same extents (`lowering.fuse_nests`)."""
+    if not scheduling(opts):
+        return _decided(prog)
+    from ..lowering.fuse_nests import fuse_nests
+    from ..lowering.fuse_rows import fuse_rows
+
+    return _decided(fuse_rows(fuse_nests(prog).prog).prog)
+
+
+def parallel_loops(prog: LoopProgram, opts: Options) -> Decided:
+    """Mark the outer loops that run on threads (`lowering.parallel`), when
+    `opts.threads` (else OCANNL_AST_THREADS) is more than one."""
+    if not scheduling(opts):
+        return _decided(prog)
+    from ..lowering.parallel import mark_parallel, thread_count
+
+    n = opts.threads if opts.threads is not None else thread_count()
+    return _decided(mark_parallel(prog, n).prog) if n > 1 else _decided(prog)
+
+
+def share_storage(prog: LoopProgram, opts: Options) -> Decided:
+    """Intermediates share arenas by liveness (`lowering.arena`); the buffers in
+    `opts.keep` and those laid out with margins before keep their own storage."""
+    if not scheduling(opts):
+        return _decided(prog)
+    from ..lowering.arena import share_storage as share
+
+    padded = frozenset(b for b, m in opts.layout.items() if m)
+    out = share(prog, opts.keep, padded)
+    return Decided(out.prog, virtual=out.shared)
