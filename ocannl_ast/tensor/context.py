@@ -351,7 +351,7 @@ class Context:
         share) plus the most intermediate bytes one routine has live at once.
         Example: ``print(ctx.memory_report())``."""
         with self.lock:
-            item = np.dtype(self.dtype).itemsize
+            item = np.dtype(self.storage_dtype).itemsize
             allocated = sum(a.nbytes for a in self.arrays.values())
             held = self._held_buffers()
             state = sum(a.nbytes for b, a in self.arrays.items() if b in self.escaping

@@ -251,3 +251,23 @@ def test_default_init_is_the_float32_draw_rounded_where_stored(precision: str) -
     assert ref.dtype == np.float32
     np.testing.assert_allclose(ctx.get(w).astype(np.float64), ref, rtol=0,
                                atol=3 * EPS[precision])
+
+
+def test_memory_report_counts_16_bit_cells() -> None:
+    """A 16-bit context's arrays and its live-peak bound take half the float32 bytes (the
+    16-byte threefry words of the init aside)."""
+    reports = {}
+    for precision in ("float32", "bfloat16"):
+        oc.set_seed(0)
+        x = oc.ndarray(np.linspace(0, 1, 4 * 16 * 8 * 8).reshape(4, 16, 8, 8, 1), batch_axes=2,
+                       label="x")
+        b = oc.static_index("batch")
+        y = oc.nn.linear(10)(oc.nn.flatten(oc.relu(oc.nn.conv2d(8, 3, padding="same")(
+            x.batch_slice(b)))))
+        loss = oc.einsum("b|o=>", y * y)
+        ctx = oc.Context(precision=precision)
+        ctx.compile([oc.grad_update(loss), oc.sgd_update(loss, learning_rate=0.01)])(batch=0)
+        reports[precision] = ctx.memory_report()
+    full, half_ = reports["float32"], reports["bfloat16"]
+    assert half_.allocated_bytes <= 0.55 * full.allocated_bytes
+    assert half_.live_peak_bytes * 2 == full.live_peak_bytes > 0
