@@ -77,6 +77,9 @@ def parse_args() -> argparse.Namespace:
                     help="loss-curve PNG (needs matplotlib; '' for none)")
     ap.add_argument("--backend", default="c", choices=["c", "cuda"],
                     help="c (gcc) or cuda (NVRTC; needs `pip install '.[cuda]'` and a GPU)")
+    ap.add_argument("--precision", default="float32",
+                    choices=["float32", "float64", "float16", "bfloat16"],
+                    help="storage precision (16-bit ones compute in float32; docs/precision.md)")
     return ap.parse_args()
 
 
@@ -94,9 +97,11 @@ def main() -> None:
 
     model = make_model(args.channels)
     loss = oc.nn.cross_entropy(model(x_all.batch_slice(batch)), t_all.batch_slice(batch))
-    ctx = oc.Context(backend=args.backend)
+    # float16 cannot hold Adam's second moments of small gradients (docs/precision.md)
+    eps = 1e-4 if args.precision == "float16" else 1e-8
+    ctx = oc.Context(backend=args.backend, precision=args.precision)
     train_step = ctx.compile([oc.grad_update(loss),
-                              oc.adam_update(loss, learning_rate=args.lr)])
+                              oc.adam_update(loss, learning_rate=args.lr, eps=eps)])
 
     curve = []
     for epoch in (bar := tqdm(range(args.epochs), desc="epochs", leave=False)):

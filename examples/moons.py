@@ -67,6 +67,9 @@ def main() -> None:
     ap.add_argument("--plot", default="moons.png", help="decision boundary PNG (matplotlib)")
     ap.add_argument("--backend", default="c", choices=["c", "cuda"],
                     help="c (gcc) or cuda (NVRTC; needs `pip install '.[cuda]'` and a GPU)")
+    ap.add_argument("--precision", default="float32",
+                    choices=["float32", "float64", "float16", "bfloat16"],
+                    help="storage precision (16-bit ones compute in float32; docs/precision.md)")
     args = ap.parse_args()
     start = time.perf_counter()
 
@@ -85,7 +88,7 @@ def main() -> None:
     total_steps = args.epochs * n_batches
     lr = oc.node("learning_rate", output_dims=[1])
     lr_code = decaying_lr(lr, args.lr, step, float(total_steps))
-    ctx = oc.Context(backend=args.backend)
+    ctx = oc.Context(backend=args.backend, precision=args.precision)
     train_step = ctx.compile([oc.grad_update(loss), lr_code,
                               oc.sgd_update(loss, learning_rate=lr, momentum=0.9)])
 

@@ -18,7 +18,8 @@ from ocannl_ast.errors import BackendError, RuntimeDataError, user_span
 from ocannl_ast.lowering.loop_ir import Buffer, LoopProgram, Precision, cell_elems
 from ocannl_ast.lowering.walk import writes
 
-NUMPY_DTYPE = {Precision.FLOAT32: np.dtype(np.float32), Precision.FLOAT64: np.dtype(np.float64)}
+NUMPY_DTYPE = {Precision.FLOAT32: np.dtype(np.float32), Precision.FLOAT64: np.dtype(np.float64),
+               Precision.FLOAT16: np.dtype(np.float16), Precision.BFLOAT16: np.dtype(np.uint16)}
 
 
 class BoundRoutine:

@@ -165,7 +165,7 @@ def _render(prog: LoopProgram, syntax: CSyntax = C, budget: int | None = None,
     r = CRenderer(prog, syntax)
     parts = _parts(r, FUNCTION_LINES if budget is None else budget)
     cname = c_ident(prog.name, "ocannl_")
-    t = r.words[Word.TYPE]
+    t = r.words[Word.STORAGE]  # the buffers' element type
     head = [f"/* ocannl_ast routine {prog.name} ({prog.precision.value}) */"]
     head += [*syntax.includes, ""]
     head += syntax.helper_defs(r.helpers, r.words)

@@ -124,9 +124,10 @@ class CRenderer:
     checked: bool = False  #: whether that text has a CheckIndex (can return an error code)
 
     def __post_init__(self) -> None:
-        if self.syntax.contraction_kernels:
+        half = self.prog.precision.is_half  # 16-bit cells: plain loops convert each access
+        if self.syntax.contraction_kernels and not half:
             self.kernels = KernelUse()
-        self.reorder = self.syntax.reorder_loops and c_reorder.enabled()
+        self.reorder = self.syntax.reorder_loops and c_reorder.enabled() and not half
         self.words = self.syntax.words(self.prog.precision)
         taken: set[str] = set()
         for buf in self.prog.buffers:
@@ -197,7 +198,9 @@ class CRenderer:
             case Const(value=v):
                 return self.syntax.const(v, self.prog.precision)
             case Get(buffer=buf, index=index):
-                return self.cell(buf, index)
+                if buf.uint4x32:
+                    return self.cell(buf, index)
+                return self.converted(self.syntax.load(self.prog.precision, self.cell(buf, index)))
             case GetLocal(name=name):
                 return self.local(name)
             case SymbolValue(symbol=sym):
@@ -247,7 +250,8 @@ class CRenderer:
             case ForLoop(symbol=sym, extent=extent, body=body, threads=th):
                 self.for_loop(sym, extent, body, depth, out, th)
             case SetCell(buffer=buf, index=index, value=value):
-                text = self.word(value) if buf.uint4x32 else self.value(value)
+                text = (self.word(value) if buf.uint4x32
+                        else self.converted(self.syntax.store(self.prog.precision, self.value(value))))
                 out.append(f"{pad}{self.cell(buf, index)} = {strip_outer(text)};")
             case SetFromVec(buffer=buf, vector=vec, value=value, length=n):
                 self.helpers.update(("u4", "vec_uniform"))
@@ -255,6 +259,9 @@ class CRenderer:
                 total = math.prod(buf.dims)
                 self.used_buffers.add(buf)
                 fn = f"ocannl_vec_uniform_{self.words[Word.SUFFIX]}"
+                if self.prog.precision.is_half:
+                    out.extend(self.half_from_vec(buf, start, total, n, value, pad))
+                    return
                 out.append(f"{pad}{fn}({self.buffers[buf]} + {start}, {total} - {start}, "
                            f"{strip_outer(self.word(value))});")
             case DeclLocal(name=name, init=init):
@@ -316,8 +323,31 @@ class CRenderer:
             raise BackendError(f"{self.prog.name}: buffer {buf.name!r} is not a parameter")
         self.used_buffers.add(buf)
         text = self.syntax.const(value, self.prog.precision)
+        if not buf.uint4x32:
+            text = self.converted(self.syntax.store(self.prog.precision, text))
         if buf.uint4x32:
             self.helpers.add("u4")
             word = f"ocannl_to_u4_{self.words[Word.SUFFIX]}({text})"
             return self.syntax.fill(f"(({U4}*){name})", math.prod(buf.dims), word)
         return self.syntax.fill(name, math.prod(buf.dims), text)
+
+    def converted(self, text_helper: tuple[str, str | None]) -> str:
+        """The text of a load or store conversion (`CSyntax.load`), recording its helper."""
+        text, helper = text_helper
+        if helper is not None:
+            self.helpers.add(helper)
+        return text
+
+    def half_from_vec(self, buf: Buffer, start: str, total: int, n: int, value: Expr,
+                      pad: str) -> list[str]:
+        """`SetFromVec` into 16-bit cells: the uniforms into compute-precision locals, then
+        each stored (rounded)."""
+        t, fn = self.words[Word.TYPE], f"ocannl_vec_uniform_{self.words[Word.SUFFIX]}"
+        cell = self.converted(self.syntax.store(self.prog.precision, "ocannl_v[ocannl_j]"))
+        name = self.buffers[buf]
+        return [f"{pad}{{", f"{pad}  {t} ocannl_v[{n}];",
+                f"{pad}  {self.syntax.index_type} ocannl_s = {start};",
+                f"{pad}  {fn}(ocannl_v, {total} - ocannl_s, {strip_outer(self.word(value))});",
+                f"{pad}  {self.syntax.for_header('ocannl_j', n)[:-2]}",
+                f"{pad}    if (ocannl_j < {total} - ocannl_s) {name}[ocannl_s + ocannl_j] = {cell};",
+                f"{pad}}}"]

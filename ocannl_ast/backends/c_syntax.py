@@ -45,6 +45,7 @@ class Word(StrEnum):
     ONE = "one"  #: the literal 1 of the type ("1.0f")
     UINT = "uint"  #: the unsigned integer type of the same width ("uint32_t")
     QUALIFIER = "qualifier"  #: of helper definitions ("static inline")
+    STORAGE = "storage"  #: the element type of buffers ("float"; "unsigned short" if 16-bit)
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +130,55 @@ HELPERS: dict[str, str] = {
     "  {type} r = fmod{libm}(a, b);\n"
     "  {type} s = ocannl_select_{suffix}((r != {zero}) & ((r < {zero}) != (b < {zero})), r + b, r);\n"
     "  return ocannl_select_{suffix}(r == {zero}, copysign{libm}({zero}, b), s);\n}}",
+}
+#: 16-bit storage (`Precision.is_half`): a load widens to float exactly, a store rounds to
+#: nearest even. bfloat16 is the top half of a float32 (a NaN stays a quiet NaN of its sign).
+#: IEEE half: NVRTC's PTX conversions, else gcc's `_Float16` (gcc >= 12 on x86-64), else
+#: the same conversions by bit manipulation (``-DOCANNL_NO_FLOAT16`` forces those).
+_HALF_BITS = (
+    "{qualifier} float ocannl_h2f(unsigned short h) {{\n"
+    "  union {{ uint32_t u; float f; }} x;\n"
+    "  uint32_t s = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;\n"
+    "  if (e == 0x1fu) x.u = s | 0x7f800000u | (m << 13);\n"
+    "  else if (e != 0u) x.u = s | ((e + 112u) << 23) | (m << 13);\n"
+    "  else {{ x.f = (float)m * 0x1p-24f; x.u |= s; }}\n"
+    "  return x.f;\n}}\n"
+    "{qualifier} unsigned short ocannl_f2h(float f) {{\n"
+    "  union {{ float f; uint32_t u; }} x;\n"
+    "  x.f = f;\n"
+    "  uint32_t s = (x.u >> 16) & 0x8000u, a = x.u & 0x7fffffffu;\n"
+    "  if (a > 0x7f800000u) return (unsigned short)(s | 0x7e00u | ((a >> 13) & 0x3ffu));\n"
+    "  if (a >= 0x477ff000u) return (unsigned short)(s | 0x7c00u);\n"
+    "  if (a < 0x38800000u) {{ x.u = a; return (unsigned short)(s | (uint32_t)rintf(x.f * 0x1p24f)); }}\n"
+    "  return (unsigned short)(s | ((a + 0xfffu + ((a >> 13) & 1u) - 0x38000000u) >> 13));\n}}"
+)
+HELPERS["half"] = (
+    "#if defined(__CUDACC__)\n"
+    "{qualifier} float ocannl_h2f(unsigned short h) {{\n"
+    "  float f;\n  asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"(h));\n  return f;\n}}\n"
+    "{qualifier} unsigned short ocannl_f2h(float f) {{\n"
+    "  unsigned short h;\n  asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(f));\n"
+    "  return h;\n}}\n"
+    "#elif defined(__FLT16_MAX__) && !defined(OCANNL_NO_FLOAT16)\n"
+    "{qualifier} float ocannl_h2f(unsigned short h) "
+    "{{ union {{ unsigned short u; _Float16 v; }} x; x.u = h; return (float)x.v; }}\n"
+    "{qualifier} unsigned short ocannl_f2h(float f) "
+    "{{ union {{ _Float16 v; unsigned short u; }} x; x.v = (_Float16)f; return x.u; }}\n"
+    "#else\n" + _HALF_BITS + "\n#endif"
+)
+HELPERS["bfloat16"] = (
+    "{qualifier} float ocannl_bf2f(unsigned short h) "
+    "{{ union {{ uint32_t u; float f; }} x; x.u = (uint32_t)h << 16; return x.f; }}\n"
+    "{qualifier} unsigned short ocannl_f2bf(float f) {{\n"
+    "  union {{ float f; uint32_t u; }} x;\n"
+    "  x.f = f;\n"
+    "  if ((x.u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((x.u >> 16) | 0x40u);\n"
+    "  return (unsigned short)((x.u + 0x7fffu + ((x.u >> 16) & 1u)) >> 16);\n}}"
+)
+#: Per 16-bit precision: its helper, the load function, the store function.
+HALF_CONVERSIONS: dict[Precision, tuple[str, str, str]] = {
+    Precision.FLOAT16: ("half", "ocannl_h2f", "ocannl_f2h"),
+    Precision.BFLOAT16: ("bfloat16", "ocannl_bf2f", "ocannl_f2bf"),
 }
 HELPERS.update(c_uint4x32.HELPERS)
 HELPER_DEPS: dict[str, tuple[str, ...]] = {"max": ("select",), "min": ("select",),
@@ -263,10 +313,14 @@ class CSyntax:
     own_math: bool = True
 
     def words(self, precision: Precision) -> dict[str, str]:
-        """The template placeholders (`Word`) of `precision`."""
-        is32 = precision is Precision.FLOAT32
+        """The template placeholders (`Word`) of `precision` (of its compute precision,
+        but for `Word.STORAGE`)."""
+        compute = precision.compute
+        is32 = compute is Precision.FLOAT32
+        storage = "unsigned short" if precision.is_half else self.type_names[compute]
         return {
-            Word.TYPE: self.type_names[precision], Word.LIBM: "f" if is32 else "",
+            Word.TYPE: self.type_names[compute], Word.STORAGE: storage,
+            Word.LIBM: "f" if is32 else "",
             Word.SUFFIX: "f" if is32 else "d", Word.ZERO: "0.0f" if is32 else "0.0",
             Word.ONE: "1.0f" if is32 else "1.0", Word.UINT: "uint32_t" if is32 else "uint64_t",
             Word.QUALIFIER: self.helper_qualifier,
@@ -278,7 +332,21 @@ class CSyntax:
         return f"{cls.__module__}.{cls.__qualname__}: {self!r}"
 
     def const(self, value: float, precision: Precision) -> str:
-        return c_const(value, precision)
+        return c_const(value, precision.compute)
+
+    def load(self, precision: Precision, cell: str) -> tuple[str, str | None]:
+        """A stored cell as a number of the compute precision, and the helper it calls."""
+        if not precision.is_half:
+            return cell, None
+        helper, load, _ = HALF_CONVERSIONS[precision]
+        return f"{load}({cell})", helper
+
+    def store(self, precision: Precision, value: str) -> tuple[str, str | None]:
+        """A computed number as a stored cell (rounded to nearest even), and its helper."""
+        if not precision.is_half:
+            return value, None
+        helper, _, store = HALF_CONVERSIONS[precision]
+        return f"{store}({value})", helper
 
     def op(self, op: UnOp | BinOp | TernOp, words: Mapping[str, str],
            args: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:

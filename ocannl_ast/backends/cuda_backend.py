@@ -147,7 +147,7 @@ class _KernelWriter:
             syms |= uses.syms
         b_pos = tuple(i for i, b in enumerate(self.prog.buffers) if b in bufs)
         s_pos = tuple(i for i, s in enumerate(self.prog.static_args) if s in syms)
-        t, syntax = self.r.words[Word.TYPE], self.syntax
+        t, syntax = self.r.words[Word.STORAGE], self.syntax
         params = [syntax.buffer_param(t, self.r.buffers[self.prog.buffers[i]]) for i in b_pos]
         params += [syntax.static_param(self.r.symbols[self.prog.static_args[i]]) for i in s_pos]
         name = f"{self.cname}_k{len(self.kernels)}"
@@ -165,7 +165,8 @@ class _KernelWriter:
 
     def fill(self, unit: Fill) -> None:
         size = math.prod(unit.buffer.dims)
-        value = self.syntax.const(unit.value, self.prog.precision)
+        value = self.r.converted(self.syntax.store(
+            self.prog.precision, self.syntax.const(unit.value, self.prog.precision)))
         line = f"    {self.r.buffers[unit.buffer]}[{THREAD}] = {value};"
         self.emit([unit], size, [f"  {self.syntax.grid_stride(size)}", line, "  }"])
 

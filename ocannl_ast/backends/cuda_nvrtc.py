@@ -57,7 +57,9 @@ def _ok(nvrtc: Any, err: Any, what: str) -> None:
 def _log(nvrtc: Any, prog: Any) -> str:
     err, size = nvrtc.nvrtcGetProgramLogSize(prog)
     _ok(nvrtc, err, "nvrtcGetProgramLogSize")
-    buf = b" " * size
+    # a bytearray: NVRTC writes into the buffer, and a 1-byte bytes object (an empty log)
+    # is CPython's shared b" " singleton, which it would turn into b"\x00" process-wide
+    buf = bytearray(size)
     (err,) = nvrtc.nvrtcGetProgramLog(prog, buf)
     _ok(nvrtc, err, "nvrtcGetProgramLog")
     return buf.rstrip(b"\x00 ").decode(errors="replace").strip()
@@ -80,10 +82,10 @@ def nvrtc_compile(name: str, source: str, arch: str) -> tuple[bytes, str]:
         kind = "CUBIN" if arch.startswith("sm_") else "PTX"
         err, size = getattr(nvrtc, f"nvrtcGet{kind}Size")(prog)
         _ok(nvrtc, err, f"nvrtcGet{kind}Size")
-        image = b" " * size
+        image = bytearray(size)  # written by NVRTC (see `_log`)
         (err,) = getattr(nvrtc, f"nvrtcGet{kind}")(prog, image)
         _ok(nvrtc, err, f"nvrtcGet{kind}")
-        return image, log
+        return bytes(image), log
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
 

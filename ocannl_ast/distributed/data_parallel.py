@@ -256,6 +256,9 @@ def data_parallel(ctx: Context, loss: Tensor, update: Any, *, world: World | Non
                                      f"(oc.Context(backend='cuda')), got {ctx.backend.name!r}")
     if not loss.params():
         validate.fail(ArgumentError, f"data_parallel: loss '{loss.label}' has no params")
+    if ctx.precision.is_half:  # the all-reduce sums float32 / float64 arrays
+        validate.fail(ArgumentError, f"data_parallel: a {ctx.precision.value} context cannot "
+                                     "be data-parallel: use float32 or float64")
     if ctx in steps:  # its arena would replace the first one's gradient arrays
         validate.fail(ArgumentError, "data_parallel: this context already has a data-parallel "
                                      "step (one per context): use another oc.Context")

@@ -22,8 +22,30 @@ CONTRACTION_MIN_WORK = 32 * 32 * 32
 
 
 class Precision(enum.Enum):
+    """A routine's precision: how its buffers' cells are stored, and (`compute`) the type
+    its arithmetic, locals and constants use. FLOAT16 (IEEE binary16) and BFLOAT16 store
+    16-bit cells and compute in float32: a load widens exactly, a store rounds to nearest
+    even (`backends.c_syntax`)."""
+
     FLOAT32 = "float32"
     FLOAT64 = "float64"
+    FLOAT16 = "float16"
+    BFLOAT16 = "bfloat16"
+
+    @property
+    def compute(self) -> Precision:
+        """The precision of the arithmetic: FLOAT64 for FLOAT64, else FLOAT32."""
+        return Precision.FLOAT64 if self is Precision.FLOAT64 else Precision.FLOAT32
+
+    @property
+    def cell_bytes(self) -> int:
+        """Bytes of one stored number: 4, 8, 2, 2."""
+        return {Precision.FLOAT32: 4, Precision.FLOAT64: 8}.get(self, 2)
+
+    @property
+    def is_half(self) -> bool:
+        """Whether cells are 16-bit (stored other than they are computed)."""
+        return self.cell_bytes == 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,13 +238,14 @@ def const_index(offset: int) -> IndexExpr:
 
 
 def vec_length(precision: Precision) -> int:
-    """Cells one uint4x32 word (16 bytes) yields: 4 in float32, 2 in float64."""
-    return 16 // (4 if precision is Precision.FLOAT32 else 8)
+    """Cells one uint4x32 word (16 bytes) yields: 4 in float32 compute, 2 in float64."""
+    return 16 // (4 if precision.compute is Precision.FLOAT32 else 8)
 
 
 def cell_elems(buf: Buffer, precision: Precision) -> int:
-    """Elements of the routine's precision the buffer's array holds."""
+    """Elements of the routine's stored precision the buffer's array holds (a uint4x32
+    cell is 16 bytes of them)."""
     n = 1
     for d in buf.dims:
         n *= d
-    return n * (vec_length(precision) if buf.uint4x32 else 1)
+    return n * (16 // precision.cell_bytes if buf.uint4x32 else 1)

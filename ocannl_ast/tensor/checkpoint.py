@@ -44,7 +44,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from ..errors import ArgumentError, CheckpointError, user_span
-from . import validate
+from . import half, validate
 
 FORMAT = "ocannl_ast"
 VERSION = "2"
@@ -61,6 +61,7 @@ class Entries:
     verified: bool  #: False: no digests (a file from another tool, or of version 1)
     #: entry name -> its place by creation order ("p0", "p0/adam_m", "n0"); None: not recorded
     order: dict[str, str] | None
+    bfloat16: frozenset[str] = frozenset()  #: entries stored as BF16 (read as float32)
 
 
 def write(target: Path, arrays: dict[str, np.ndarray], precision: str,
@@ -74,7 +75,10 @@ def write(target: Path, arrays: dict[str, np.ndarray], precision: str,
     digests = {name: digest(name, arr) for name, arr in arrays.items()}
     info = json.dumps({"version": VERSION, "precision": precision, "digests": digests,
                        "order": order}, sort_keys=True)
-    _atomic_write(target, to_bytes(arrays, metadata={FORMAT: info}))
+    if precision == "bfloat16":  # exact bfloat16 values, stored as BF16 entries
+        _atomic_write(target, half.bfloat16_safetensors(arrays, {FORMAT: info}))
+    else:
+        _atomic_write(target, to_bytes(arrays, metadata={FORMAT: info}))
 
 
 def digest(name: str, arr: np.ndarray) -> str:
@@ -125,22 +129,26 @@ def read(source: Path) -> Entries:
     except OSError as e:
         raise CheckpointError(f"cannot read checkpoint {source}: {e.strerror or e}",
                               user_span()) from None
+    bf16: frozenset[str] = frozenset()
     try:
-        arrays = from_bytes(data)
         header = json.loads(data[8:8 + int.from_bytes(data[:8], "little")])
-    except (SafetensorError, ValueError, TypeError, OverflowError) as e:  # damaged, foreign
+        if isinstance(header, dict) and half.has_bfloat16(header):
+            arrays, bf16 = half.read_safetensors(data, header)
+        else:
+            arrays = from_bytes(data)
+    except (SafetensorError, ValueError, TypeError, OverflowError, KeyError) as e:  # damaged, foreign
         raise CheckpointError(f"{source} is not a readable safetensors checkpoint: "
                               f"{type(e).__name__}: {e}", user_span()) from None
     meta = _meta(source, (header.get("__metadata__") or {}).get(FORMAT))
     if meta is None:
-        return Entries(arrays, False, None)
+        return Entries(arrays, False, None, bf16)
     _verify(source, arrays, meta["digests"])
     order = meta.get("order")
     if not (isinstance(order, dict) and order.keys() == arrays.keys()
             and all(isinstance(v, str) for v in order.values())
             and len(set(order.values())) == len(order)):
         order = None  # not recorded (or edited): by="order" is refused
-    return Entries(arrays, True, order)
+    return Entries(arrays, True, order, bf16)
 
 
 def _meta(source: Path, info: str | None) -> dict[str, Any] | None:

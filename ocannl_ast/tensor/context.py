@@ -21,11 +21,11 @@ from typing import Any
 import numpy as np
 
 from .. import naming
-from ..errors import ArgumentError, BackendError, RuntimeDataError, user_span
+from ..errors import ArgumentError, BackendError, CheckpointError, RuntimeDataError, user_span
 from ..infer.padding import Margins
 from ..lowering import assignments as A
 from ..lowering.loop_ir import Buffer, LoopProgram, Precision, cell_elems
-from . import checkpoint, holdings, id_checks, pipeline, schedules, validate
+from . import checkpoint, half, holdings, id_checks, pipeline, schedules, validate
 from .escape import user_held
 from .initialization import init_order, init_plan
 from .node import Code, NodeKind, NodeRef, OpRecord, Tensor, buffer_id, concat, node_owner
@@ -94,7 +94,9 @@ class Context:
         if not os.path.abspath(sys._getframe(1).f_code.co_filename).startswith(_PACKAGE):
             naming.new_epoch()  # created by the user's code (not a default context)
         self.precision = Precision(precision)
-        self.dtype = np.float32 if self.precision == Precision.FLOAT32 else np.float64
+        #: what `get` returns (float32 for bfloat16); `storage_dtype`: the arrays' (`half`)
+        self.dtype = half.VALUE_DTYPE[self.precision].type
+        self.storage_dtype = half.STORAGE_DTYPE[self.precision].type
         self.arrays: dict[int, np.ndarray] = {}
         self.available: set[int] = set()
         self.initialized: set[int] = set()
@@ -146,14 +148,14 @@ class Context:
         with self.lock:
             arr = self.arrays.get(buf.id)
             if arr is not None and arr.shape != buf.dims and not buf.uint4x32:
-                new = np.zeros(buf.dims, dtype=self.dtype)
+                new = np.zeros(buf.dims, dtype=self.storage_dtype)
                 new[self._interior(buf.id, buf.dims)] = arr
                 arr = self.arrays[buf.id] = new
                 self.arrays_epoch += 1
             if arr is None:
                 # uint4x32 cells are 16 bytes: vec_length numbers of the precision each
                 shape = ((cell_elems(buf, self.precision),) if buf.uint4x32 else buf.dims)
-                arr = np.zeros(shape, dtype=self.dtype)
+                arr = np.zeros(shape, dtype=self.storage_dtype)
                 self.arrays[buf.id] = arr
             return arr
 
@@ -176,7 +178,7 @@ class Context:
                                        "this context: nothing set or computed it yet", user_span())
             arr = self.array(buf)
             self.backend.to_host(arr)  # the device's copy, where routines wrote one
-            return arr[self._interior(buf.id, buf.dims)].copy()
+            return half.from_storage(self.precision, arr[self._interior(buf.id, buf.dims)])
 
     def set(self, x: Tensor | NodeRef, values: Any) -> None:
         """Set a tensor's value from host data of its exact dims."""
@@ -186,7 +188,9 @@ class Context:
             pipeline.close_tensors([ref.tensor])
             buf = ref.buffer(self.layout)
             dims = ref.tensor.dims()
-            arr = np.asarray(values, dtype=self.dtype)
+            # bfloat16: rounded once, from float64 (`half.to_storage`)
+            bf16 = self.precision is Precision.BFLOAT16
+            arr = np.asarray(values, dtype=np.float64 if bf16 else self.dtype)
             if arr.shape != dims and arr.size == int(np.prod(dims)) and arr.ndim <= 1:
                 arr = arr.reshape(dims)
             if arr.shape != dims:
@@ -198,7 +202,7 @@ class Context:
                                        f"routine '{self.folded[buf.id]}': make it a param or "
                                        "oc.term to set it", user_span())
             self.user_set.add(buf.id)
-            self.array(buf)[self._interior(buf.id, buf.dims)] = arr
+            self.array(buf)[self._interior(buf.id, buf.dims)] = half.to_storage(self.precision, arr)
             self.backend.host_written(self.array(buf))
             self.available.add(buf.id)
             self.assigned.add(ref.tensor.id)
@@ -300,6 +304,13 @@ class Context:
             validate.fail(ArgumentError, f"Context.load: by must be one of {holdings.BY}, "
                                          f"got {validate.describe(by)}")
         entries = checkpoint.read(source)  # digests verified, when it has them
+        bf16 = self.precision is Precision.BFLOAT16
+        other = sorted(entries.arrays.keys() - entries.bfloat16 if bf16 else entries.bfloat16)
+        if other:
+            raise CheckpointError(
+                f"checkpoint {source}: entry {checkpoint.names(other)} is "
+                f"{'not ' if bf16 else ''}bfloat16, the context's precision is "
+                f"{self.precision.value}", user_span())
         with self.lock:
             held = {self.name_of(t): t for t in self.holdings.values()}
             scratch = {n for n, t in self.names.items() if t.id not in self.holdings}
@@ -340,7 +351,7 @@ class Context:
         share) plus the most intermediate bytes one routine has live at once.
         Example: ``print(ctx.memory_report())``."""
         with self.lock:
-            item = np.dtype(self.dtype).itemsize
+            item = np.dtype(self.storage_dtype).itemsize
             allocated = sum(a.nbytes for a in self.arrays.values())
             held = self._held_buffers()
             state = sum(a.nbytes for b, a in self.arrays.items() if b in self.escaping

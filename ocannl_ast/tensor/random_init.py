@@ -107,9 +107,9 @@ def random_init(p: Tensor, seed: int, precision: Precision, low: float = -1.0,
         return RandomInit(Code(), ())  # nothing to fill
     per_word = vec_length(precision)
     m = max(1, -(-n // per_word))
-    if m > _EXACT_COUNTERS[precision]:
+    if m > _EXACT_COUNTERS[precision.compute]:
         raise ShapeError(f"'{p.label}': {n} cells need {m} threefry counters, more than the "
-                         f"{_EXACT_COUNTERS[precision]} exact in {precision.value}", user_span())
+                         f"{_EXACT_COUNTERS[precision.compute]} exact in {precision.value}", user_span())
     key = p.init_key or (p.label, 0)
     with no_grad():
         code, u1, words = _uniforms(p, key, _TAG, seed, m, per_word)
@@ -141,6 +141,7 @@ def reference_values(key: tuple[str, int], seed: int, dims: tuple[int, ...],
     """The NumPy reference of `random_init` (through `lowering.threefry`); a normal init's
     values agree up to the last bits of the C library's log / cos."""
     n = math.prod(dims)
+    precision = Precision(precision).compute.value  # 16-bit storage: the float32 draw
     dt = np.dtype(np.float32 if precision == "float32" else np.float64)
     u = _reference_uniforms(key, _TAG, seed, n, precision).astype(dt)
     if normal is not None:

@@ -20,7 +20,7 @@ from .node import BatchList, NodeRef, Tensor
 if TYPE_CHECKING:
     from ..backends.protocol import Backend
 
-PRECISIONS = ("float32", "float64")
+PRECISIONS = ("float32", "float64", "float16", "bfloat16")
 _INT64_MAX = 2**63 - 1
 
 
