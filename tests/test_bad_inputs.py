@@ -267,7 +267,7 @@ CASES: dict[str, list[C]] = {
         C(oc.ArgumentError, lambda: routine()(1, b=2), words=("['b']",)),
     ],
     "Context/get/set/compile": [
-        C(oc.ArgumentError, lambda: oc.Context(precision="float16"), words=("float16",)),
+        C(oc.ArgumentError, lambda: oc.Context(precision="float8"), words=("float8",)),
         C(oc.ArgumentError, lambda: oc.Context(precision=None), words=("precision",)),
         C(oc.ArgumentError, lambda: oc.Context(backend=3), words=("backend",)),
         C(oc.BackendError, lambda: oc.Context(backend="tpu"), words=("tpu",)),

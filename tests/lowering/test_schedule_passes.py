@@ -316,7 +316,7 @@ def _conv_step(steps: int = 3) -> list[bytes]:
     x = oc.ndarray(rng.random((8, 6, 6, 1)).astype(np.float32), batch_axes=1)
     t = oc.ndarray(np.eye(4, dtype=np.float32)[rng.integers(0, 4, 8)], batch_axes=1)
     conv = oc.nn.conv2d(4, 3, padding="same")
-    logits = oc.nn.linear(4)(oc.nn.max_pool2d(2)(oc.relu(conv(x))))
+    logits = oc.nn.linear(4)(oc.nn.flatten(oc.nn.max_pool2d(2)(oc.relu(conv(x)))))
     loss = oc.nn.cross_entropy(logits, t)
     ctx = _fixed_params(loss)
     step = ctx.compile([oc.grad_update(loss), oc.adam_update(loss, learning_rate=0.05)])

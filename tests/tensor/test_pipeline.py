@@ -26,7 +26,8 @@ def _mlp() -> oc.Tensor:
 def test_stages_in_order() -> None:
     names = [s.name for s in pipeline.STAGES]
     assert names == ["close_shapes", "projections", "assignments", "simplify", "lower",
-                     "fold_constants", "inline", "fuse_epilogue", "bind_statics", "name"]
+                     "fold_constants", "unroll", "inline", "fuse_epilogue", "interchange",
+                     "fuse_nests", "parallel", "share_storage", "bind_statics", "name"]
 
 
 def test_each_stage_turns_one_ir_into_the_next() -> None:
