@@ -70,6 +70,9 @@ def test_compile_depth_over_limit_is_reported_not_raised() -> None:
 def test_run_all_prints_one_table(capsys: pytest.CaptureFixture[str],
                                   monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(importlib.import_module("bench_import"), "QUICK_REPEATS", 1)
+    # main() pops OCANNL_AST_CHECK from os.environ; delenv here so monkeypatch puts it back
+    # (else every later test runs with checks off)
+    monkeypatch.delenv("OCANNL_AST_CHECK", raising=False)
     rows = run_all.main(["--quick", "--only", "import"])
     out = capsys.readouterr().out
     assert out.count("| status") == 1
