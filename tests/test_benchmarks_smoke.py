@@ -55,8 +55,9 @@ def test_moons_rows_cover_every_implementation(rows_of: dict[str, list]) -> None
 
 def test_compile_rows_split_python_and_gcc(rows_of: dict[str, list]) -> None:
     rows = rows_of["compile"]
-    figures = [(r.group, r.figure) for r in rows]
-    assert ("compile MLP L=3", "gcc | load") in figures
+    gcc = [r.figure for r in rows if r.group == "compile MLP L=3" and r.figure.startswith("gcc")]
+    # "gcc (N C file(s) ...) | load": the routine may be split into translation units
+    assert len(gcc) == 1 and gcc[0].endswith("| load"), gcc
     growth = [r for r in rows if r.figure.startswith("python side growth")]
     assert len(growth) == 1 and math.isfinite(float(growth[0].measured.split("=")[1]))
 
