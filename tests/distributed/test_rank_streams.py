@@ -6,6 +6,7 @@ depend on the rank; update code that draws is refused; too many counters are ref
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
@@ -15,6 +16,7 @@ import ocannl_ast as oc
 import ocannl_ast.distributed as ocd
 from ocannl_ast.distributed.comm import LocalComm
 from ocannl_ast.distributed.world import World
+from ocannl_ast.lowering.threefry import number_to_words, threefry4x32
 
 RATE = 0.4
 
@@ -93,13 +95,11 @@ def test_a_world_of_one_draws_a_plain_process_masks_bit_for_bit() -> None:
     step = ocd.data_parallel(ctx, loss, oc.sgd_update(loss, learning_rate=0.01),
                              world=World(LocalComm(), 30.0), check_every=0)
     ref = oc.Context()  # the same graph in another context: params initialized alike
-    grad, update = (ref.compile(oc.grad_update(loss)),
-                    ref.compile(oc.sgd_update(loss, learning_rate=0.01)))
+    fused = ref.compile([oc.grad_update(loss), oc.sgd_update(loss, learning_rate=0.01)])
     for _ in range(4):
         assert ctx.eval(h).tobytes() == ref.eval(h).tobytes()
         step()
-        grad()
-        update()
+        fused()
     assert ctx.get(w).tobytes() == ref.get(w).tobytes()
     assert step.rank_streams == 1
 
@@ -137,3 +137,55 @@ def test_dropout_off_keys_nothing() -> None:
     step = ocd.data_parallel(oc.Context(), loss, oc.sgd_update(loss, learning_rate=0.1),
                              world=World(Peer(1, 2), 30.0), check_every=0)
     assert step.rank_streams == 0
+
+
+def _word0(key: float, counters: np.ndarray) -> np.ndarray:
+    """Word 0 of threefry4x32(number key, number counters): the `threefry_bits` op."""
+    k = tuple(int(v) for v in number_to_words([key])[0])
+    return threefry4x32(k, number_to_words(counters))[:, 0]  # type: ignore[arg-type]
+
+
+def _reference_keep(seed: int, layer_id: int, step: int, counters: np.ndarray, dt: type
+                    ) -> np.ndarray:
+    """The dropout keep mask from NumPy's threefry: key = bits(bits(seed, id), step) (each
+    stored as a number of the precision), uniform = bits(key, counter) * 2**-32."""
+    k1 = dt(_word0(float(seed), np.array([float(layer_id)]))[0])
+    k2 = dt(_word0(float(k1), np.array([float(step)]))[0])
+    u = _word0(float(k2), counters).astype(dt) * dt(2.0 ** -32)
+    return np.asarray(dt(RATE) < u)
+
+
+@pytest.mark.parametrize("precision,dt", [("float32", np.float32), ("float64", np.float64)])
+def test_rank_masks_are_the_threefry_draws_of_their_global_counters(
+        precision: str, dt: type, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(oc.nn, "_DROPOUT_IDS", itertools.count(41))  # this layer: id 41
+    xs = _xs()
+    layer = oc.nn.dropout(RATE, seed=9)
+    for rank in range(2):
+        ctx, step, h = _dp(xs[rank * 4:(rank + 1) * 4], layer, World(Peer(rank, 2), 30.0),
+                           precision)
+        for s in range(2):
+            trained = ctx.eval(h) != 0.0  # the mask this step's grad routine uses
+            step()
+            counters = np.arange(48) + rank * 48
+            np.testing.assert_array_equal(trained.ravel(),
+                                          _reference_keep(9, 41, s, counters, dt))
+
+
+def test_the_mask_a_step_trains_with_is_the_one_eval_shows() -> None:
+    """One seed and step give one mask in every routine (the dropout key, a number, is not
+    inlined as a whole threefry word into the next draw): the gradient of sum(h) flows
+    exactly through the units `ctx.eval(h)` keeps."""
+    xs = _xs()
+    layer = oc.nn.dropout(RATE, seed=4)
+    w = oc.param("w", output_dims=[12], init=1.0)
+    h = layer(w * oc.ndarray(xs, batch_axes=1))
+    loss = oc.einsum("b|i=>", h)
+    ctx = oc.Context(precision="float64")
+    grad = ctx.compile(oc.grad_update(loss))
+    for s in range(3):
+        ctx.set(layer.step, np.array([float(s)]))
+        kept = ctx.eval(h) != 0.0
+        grad()
+        np.testing.assert_allclose(ctx.get(w.grad), (kept * xs).sum(0) / (1 - RATE),
+                                   rtol=1e-12)
