@@ -49,7 +49,7 @@ def _model(xs: np.ndarray, layer: Any) -> tuple[Any, Any, Any]:
 
 
 def _dp(xs: np.ndarray, layer: Any, world: World, precision: str) -> tuple[Any, Any, Any]:
-    loss, h, w = _model(xs, layer)
+    loss, h, _ = _model(xs, layer)
     ctx = oc.Context(precision=precision)
     step = ocd.data_parallel(ctx, loss, oc.sgd_update(loss, learning_rate=0.01),
                              world=world, check_every=0)
@@ -60,7 +60,7 @@ def _dp(xs: np.ndarray, layer: Any, world: World, precision: str) -> tuple[Any, 
 def test_each_rank_draws_the_single_process_mask_of_its_share(precision: str) -> None:
     xs = _xs()
     layer = oc.nn.dropout(RATE, seed=5)
-    loss, h, w = _model(xs, layer)
+    loss, h, _ = _model(xs, layer)
     full = oc.Context(precision=precision)
     masks_full = []
     plain = full.compile([oc.grad_update(loss), oc.sgd_update(loss, learning_rate=0.01)])
