@@ -7,6 +7,8 @@ depend on the rank; update code that draws is refused; too many counters are ref
 from __future__ import annotations
 
 import itertools
+import json
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -189,3 +191,19 @@ def test_the_mask_a_step_trains_with_is_the_one_eval_shows() -> None:
         grad()
         np.testing.assert_allclose(ctx.get(w.grad), (kept * xs).sum(0) / (1 - RATE),
                                    rtol=1e-12)
+
+
+def test_the_rank_offset_is_no_state_a_checkpoint_stores(tmp_path: Path) -> None:
+    """Checkpoints of a dropout model hold the params, their optimizer state and the step
+    counter, never the rank offset: a checkpoint saved on rank 0 loads on every rank."""
+    loss, _, _ = _model(_xs(), oc.nn.dropout(RATE))
+    ctx = oc.Context()
+    step = ocd.data_parallel(ctx, loss, oc.adam_update(loss, learning_rate=0.01),
+                             world=World(Peer(1, 2), 30.0), check_every=0)
+    step()
+    ctx.save(tmp_path / "ck.safetensors")
+    raw = (tmp_path / "ck.safetensors").read_bytes()
+    header = json.loads(raw[8:8 + int.from_bytes(raw[:8], "little")])
+    names = {k for k in header if k != "__metadata__"}
+    assert "w" in names and any("dropout_step" in k for k in names)
+    assert not any("rank_offset" in k for k in names), names
