@@ -45,6 +45,7 @@ from .tensor.ops import (
     where,
 )
 from .tensor.ops.fetch import embed_dim, range_over_offsets
+from .tensor.rank_streams import rank_offset
 from .tensor.schedules import step_counter
 
 op = make_decorator("op", "ocannl_ast.tensor.dsl")
@@ -393,7 +394,12 @@ def dropout(rate: float, *, seed: int = 0) -> Callable[..., Tensor]:
     layer's creation ordinal, the cell's offset and the layer's step counter (a
     context-held `oc.step_counter`, `layer.step`, which the optimizer update increments):
     the same seed and step give the same mask, each step a new one. Uses of one layer
-    within a step share the mask; separate dropout layers have independent masks."""
+    within a step share the mask; separate dropout layers have independent masks.
+
+    Under `ocd.data_parallel` rank r of N offsets its cell counters by r times the cells
+    it drops from (`tensor.rank_streams`): the ranks' masks differ, and together they are
+    the mask one process would draw over the whole batch; a world of one draws exactly
+    the masks of a plain process."""
     validate.check_number("dropout", "rate", rate)
     if not 0.0 <= rate < 1.0:
         validate.fail(ArgumentError, f"dropout: rate must be in [0, 1), got {rate!r}")
@@ -416,7 +422,7 @@ def dropout(rate: float, *, seed: int = 0) -> Callable[..., Tensor]:
 @op
 def _dropout(x, rate, step_key):
     same = "..b..|..i..->..o..; ..b..|..i..->..o.. => ..b..|..i..->..o.."
-    offsets = einsum(same, range_over_offsets(), 0.0 * stop_gradient(x) + 1.0)
+    offsets = einsum(same, range_over_offsets(), 0.0 * stop_gradient(x) + 1.0) + rank_offset(x)
     u = _threefry(step_key, offsets) * (2.0 ** -32)
     keep = stop_gradient(lt(rate, u))
     return x * keep * (1.0 / (1.0 - rate))

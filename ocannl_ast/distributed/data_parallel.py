@@ -16,10 +16,11 @@ import numpy as np
 
 from ..errors import ArgumentError, DistributedError, user_span
 from ..lowering.digest import program_digest
-from ..lowering.loop_ir import Buffer
+from ..lowering.loop_ir import Buffer, Precision
 from ..tensor import validate
 from ..tensor.context import Context, as_code
-from ..tensor.node import Tensor
+from ..tensor.node import Tensor, buffer_id
+from ..tensor.rank_streams import offsets_in
 from ..tensor.routine import Routine
 from ..tensor.train import grad_update
 from .world import World, current
@@ -46,7 +47,9 @@ class DataParallelStep:
     Attributes: ``global_step`` (steps taken, restored by `ocd.load`), ``samples`` (global
     samples seen, when `batch_size` was given), ``grad_routine``, ``update_routine``,
     ``params`` (sorted by name), ``arena`` (every gradient, contiguous), ``timings``,
-    ``reduce_path`` ("nccl": on the GPUs, one device allocation; else "host (...)").
+    ``reduce_path`` ("nccl": on the GPUs, one device allocation; else "host (...)"),
+    ``rank_streams`` (how many random draws of the grad routine, e.g. dropout masks, are
+    keyed by this rank: `tensor.rank_streams`).
     """
 
     def __init__(self, ctx: Context, loss: Tensor, update: Any, world: World, *,
@@ -77,6 +80,7 @@ class DataParallelStep:
                 user_span())
         self.arena = self._lay_out_arena()
         self._agree_on_code()
+        self.rank_streams = self._key_draws_by_rank()
         self._checked_params_at = -1
         self._device: Any = None  #: nccl.DeviceArena when the reduction stays on the GPU
         self.reduce_path = "host"  #: "nccl", or "host" (and why, where NCCL was wanted)
@@ -108,6 +112,34 @@ class DataParallelStep:
                 offset += n
             ctx.arrays_epoch += 1  # routines re-bind: they now write into the arena
             return arena
+
+    def _key_draws_by_rank(self) -> int:
+        """Random draws per cell (dropout masks) in the grad routine get this rank's share of
+        the counters: each offset constant it reads becomes rank * cells (`rank_streams`).
+        The update runs alike on every rank, so it may not draw from one. Returns how many
+        draws are keyed."""
+        upd = self.update_routine
+        drawn = [o for o, _ in offsets_in(*upd.code.tensors()) if buffer_id(o) in upd.needs]
+        if drawn:
+            raise ArgumentError(
+                "data_parallel: the update code draws random numbers keyed by rank (e.g. a "
+                "dropout layer in training mode); the update must be identical on every "
+                "rank: compute the update from the gradients only", user_span())
+        limit = 1 << (53 if self.ctx.precision.compute is Precision.FLOAT64 else 24)
+        keyed = 0
+        for offset, shaped in offsets_in(self.loss):
+            if buffer_id(offset) not in self.grad_routine.needs:
+                continue
+            cells = int(np.prod(shaped.dims()))
+            if cells * self.world.size > limit:
+                raise ArgumentError(
+                    f"data_parallel: a random draw over '{shaped.label}' ({cells} cells per "
+                    f"rank, {cells * self.world.size} over {self.world.size} ranks) has more "
+                    f"cells than the {limit} counters exact in {self.ctx.precision.value}",
+                    user_span())
+            self.ctx.set(offset, np.array([float(self.world.rank * cells)]))
+            keyed += 1
+        return keyed
 
     def _agree_on_code(self) -> None:
         """Every rank compiled the same programs with the same flags and arena layout."""

@@ -53,6 +53,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--collective-timeout", type=float, default=None,
                     help="seconds a collective may wait for a peer (OCANNL_AST_DIST_TIMEOUT)")
     ap.add_argument("--mpirun", default=None, help="the mpirun to use")
+    ap.add_argument("--mca", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
+                    help="an Open MPI parameter for mpirun, e.g. --mca btl_tcp_if_include "
+                         "eth0 (repeatable)")
     ap.add_argument("script", help="the Python script every rank runs")
     ap.add_argument("args", nargs=argparse.REMAINDER, help="its arguments")
     ns = ap.parse_args(argv)
@@ -81,21 +84,25 @@ def command(ns: argparse.Namespace, env: dict[str, str]) -> list[str]:
     if os.geteuid() == 0:
         cmd.append("--allow-run-as-root")
         env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    mca = dict(ns.mca)  # the caller's Open MPI parameters win over the launcher's
     if ns.hostfile:
         cmd += ["--hostfile", ns.hostfile]
     else:  # every rank on this machine: shared memory, nothing on the network
-        cmd += ["--oversubscribe", "--mca", "btl", "self,sm",
-                "--mca", "btl_tcp_if_include", "lo"]
+        cmd.append("--oversubscribe")
+        mca = {"btl": "self,sm", "btl_tcp_if_include": "lo", **mca}
+    for name, value in mca.items():
+        cmd += ["--mca", name, value]
     if ns.collective_timeout is not None:
         env["OCANNL_AST_DIST_TIMEOUT"] = str(ns.collective_timeout)
     if ns.backend == "gloo":
         env["OCANNL_AST_DIST_BACKEND"] = "gloo"
         env.setdefault("MASTER_ADDR", "127.0.0.1" if not ns.hostfile else socket.getfqdn())
         env.setdefault("MASTER_PORT", str(_free_port()))
-    for var in ("PYTHONPATH", "OCANNL_AST_DIST_TIMEOUT", "OCANNL_AST_DIST_BACKEND",
-                "MASTER_ADDR", "MASTER_PORT"):
-        if var in env and ns.hostfile:
-            cmd += ["-x", var]  # other hosts get only what is exported
+    if ns.hostfile:  # other hosts get only what is exported
+        for var in sorted(env):
+            if var in ("PYTHONPATH", "MASTER_ADDR", "MASTER_PORT") or \
+                    var.startswith("OCANNL_AST_"):
+                cmd += ["-x", var]
     return [*cmd, sys.executable, "-u", "-c", BOOT, ns.script, *ns.args]
 
 

@@ -13,6 +13,8 @@ import math
 from dataclasses import dataclass
 
 from .loop_ir import (
+    Binary,
+    BinOp,
     Buffer,
     Const,
     Expr,
@@ -154,6 +156,8 @@ def _eligible(slots: list[Stmt | None], ix: _Index, pos: int, prod: _Producer,
     units = [_some(slots[k]) for k in readers]
     if any(_word_read(u, bid) for u in units):
         return False  # read as uint4x32 words
+    if _is_word(prod.expr) and any(_key_read(u, bid) for u in units):
+        return False  # stored, the word is a number (its word 0); inlined, read whole
     n = sum(visits(u, bid) for u in units)
     copy = isinstance(prod.expr, Get | Const)  # a plain read costs nothing to repeat
     if not copy and n > max_visits * max(1, math.prod(prod.buf.dims)):
@@ -180,6 +184,19 @@ def _word_read(u: Stmt, bid: int) -> bool:
     return any(g.buffer.id == bid for x in stmt_nodes(u)
                if isinstance(x, SetFromVec) or (isinstance(x, SetCell) and x.buffer.uint4x32)
                for e in own_exprs(x) for g in gets(e))
+
+
+def _is_word(e: Expr) -> bool:
+    return isinstance(e, Binary) and e.op is BinOp.THREEFRY4X32
+
+
+def _key_read(u: Stmt, bid: int) -> bool:
+    """Whether the unit reads buffer `bid` as an operand of threefry (where a word is
+    expected: a number there is converted to one)."""
+    return any(isinstance(x, Binary) and x.op is BinOp.THREEFRY4X32
+               and any(isinstance(o, Get) and o.buffer.id == bid for o in (x.lhs, x.rhs))
+               for e in (e for y in stmt_nodes(u) for e in own_exprs(y))
+               for x in expr_nodes(e))
 
 
 def _count_gets(s: Stmt, buf: Buffer) -> int:

@@ -39,6 +39,7 @@ def main() -> None:
     ap.add_argument("--kill-at", type=int, default=-1, help="rank 1 SIGKILLs itself")
     ap.add_argument("--stall-at", type=int, default=-1, help="rank 1 sleeps forever")
     ap.add_argument("--timeout", type=float, default=None)
+    ap.add_argument("--dropout", type=float, default=0.0, help="dropout after the hidden layer")
     args = ap.parse_args()
 
     world = ocd.init(timeout=args.timeout)
@@ -53,7 +54,9 @@ def main() -> None:
     batch = oc.static_index("batch")
     hidden = args.hidden + (4 if args.mismatch and world.rank == 1 else 0)
     l1, l2 = layer(hidden), layer(1)
-    pred = l2(l1(x_all.batch_slice(batch)))
+    hidden_out = l1(x_all.batch_slice(batch))
+    dropped = oc.nn.dropout(args.dropout, seed=5)(hidden_out) if args.dropout else hidden_out
+    pred = l2(dropped)
     diff = pred - y_all.batch_slice(batch)
     loss = oc.einsum("b|o=>o", diff * diff) * (1.0 / local)
     update = (oc.sgd_update(loss, learning_rate=0.1, momentum=0.9) if args.opt == "sgd"
@@ -64,7 +67,12 @@ def main() -> None:
     if args.load:
         start = ocd.load(ctx, args.load).next_step(args.batch)
     initial = {f"init/{p.name}": ctx.get(p) for p in step.params}
+    masks = {}
+    probe = ctx.compile(dropped.forward_all(), keep=[dropped]) if args.dropout else None
     for s in range(start, start + args.steps):
+        if probe is not None and s - start < 2:  # the dropout masks of the first 2 steps
+            probe(batch=s % n_batches)
+            masks[f"mask/{s}"] = ctx.get(dropped) != 0.0
         if args.save and s == args.save_at:
             ocd.save(ctx, args.save)
         if world.rank == 1 and s == args.kill_at:
@@ -76,7 +84,7 @@ def main() -> None:
         ocd.save(ctx, args.save)
     if args.out:
         np.savez(f"{args.out}.r{world.rank}.npz", **{p.name: ctx.get(p) for p in step.params},
-                 **initial, global_step=step.global_step)
+                 **initial, **masks, global_step=step.global_step)
     print(f"done rank {world.rank} of {world.size} step {step.global_step}", flush=True)
 
 
