@@ -28,6 +28,7 @@ from ..lowering.loop_ir import CONTRACTION_MIN_WORK, IndexExpr, LoopProgram, Pre
 from ..lowering.lower import NEUTRAL, lower
 from ..lowering.simplify import fold_zero_fills
 from ..lowering.walk import free_symbols
+from . import views
 from .node import (
     AccumForm,
     AccumItem,
@@ -211,6 +212,7 @@ def to_assignments(pc: ProjectedCode, opts: Options) -> A.Asgn:
 
 def _assignment(it: Item, table: Mapping[OpRecord, A.Projections],
                 layout: Mapping[int, Margins]) -> A.Asgn:
+    reads = views.readers(layout)
     match it:
         case AccumItem(form=AccumForm.BLOCK):
             p = _view(table[it.record], it) if it.slots is not None else table[it.record]
@@ -218,28 +220,32 @@ def _assignment(it: Item, table: Mapping[OpRecord, A.Projections],
                 check_cover(p, f"{it.record.name} ({logic_name(it.record.logic)})")
             except ShapeError as e:
                 raise e.with_span(it.record.span) from None
-            return A.Block(it.lhs.buffer(layout), it.accum, it.initialize_neutral,
-                           tuple(r.buffer(layout) for r in it.rhs), p, it.label)
+            return A.Block(views.target(it, it.lhs, layout), it.accum, it.initialize_neutral,
+                           reads(it.rhs), p, it.label)
         case AccumItem(form=AccumForm.REV_SIDES):
             p = _view(table[it.record], it) if it.slots is not None else table[it.record]
-            return A.RevSides(it.lhs.buffer(layout), it.accum,
-                              tuple(r.buffer(layout) for r in it.rhs), p, it.label)
+            return A.RevSides(views.buffer_of(it.lhs, layout), it.accum,
+                              tuple(views.target(it, r, layout) for r in it.rhs), p, it.label)
         case AccumItem():
+            lhs = views.target(it, it.lhs, layout)
+            if views.own_copy(it, lhs):
+                return A.Noop()  # a view's forward copy: the parent's row onto itself
             p = table[it.record]
             if it.slots is not None:
                 p = _view(p, it)
             check_plain_set(it, p, table[it.record])
             p = _shift_into_margins(p, it, layout)
-            return A.Accum(it.lhs.buffer(layout), it.accum, it.initialize_neutral, it.expr,
-                           tuple(r.buffer(layout) for r in it.rhs), p, it.label,
-                           tuple(_margins(r, layout) for r in it.rhs), _margin_value(it))
+            return A.Accum(lhs, it.accum, it.initialize_neutral, it.expr, reads(it.rhs), p,
+                           it.label, tuple(_margins(r, layout) for r in it.rhs),
+                           _margin_value(it))
         case FetchItem(node=n, op=op):
-            return A.Fetch(n.buffer(layout), op.resolve() if isinstance(op, EmbedDim) else op,
-                           _margins(n, layout))
+            return A.Fetch(views.target(None, n, layout),
+                           op.resolve() if isinstance(op, EmbedDim) else op, _margins(n, layout))
         case CheckItem(symbol=s, tensor=t, code=c):
             return A.CheckStatic(s, t.dims()[0], c)
         case VecItem(lhs=lhs, op=op, rhs=rhs, length=n, label=label):
-            return A.VecSet(lhs.buffer(layout), op, rhs.buffer(layout), n, label)
+            return A.VecSet(views.target(None, lhs, layout), op, views.buffer_of(rhs, layout),
+                            n, label)
         case _:
             assert_never(it)
 

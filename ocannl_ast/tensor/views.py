@@ -1,0 +1,94 @@
+"""Batch slices as views (OCANNL 0.7's `x @| i`): the value of `x.batch_slice(i)` has no
+buffer of its own; its cells are row `i` of `x`'s buffer (`loop_ir.View`), so writes
+through it reach `x` and reads see `x`'s current values. A slice whose own layout is padded
+(a padded reader widened its margins) cannot be one and stays a copy: reading it is
+fine, writing it is a located error. Input: node references and the buffers' layout.
+Output: buffers for the assignments IR (`pipeline.to_assignments`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+
+from ..errors import DslSyntaxError
+from ..infer.logic import BatchSlice
+from ..infer.padding import Margins
+from ..lowering.loop_ir import Buffer, IndexExpr, View
+from .node import AccumItem, NodeKind, NodeRef, Tensor, buffer_id, node_owner
+
+
+def sliced(ref: NodeRef) -> Tensor | None:
+    """The batch slice whose value `ref` names (aliases resolved), or None."""
+    owner, kind = node_owner(ref.tensor, ref.kind)
+    if kind is NodeKind.VALUE and owner.op is not None and isinstance(owner.op.logic,
+                                                                      BatchSlice):
+        return owner
+    return None
+
+
+def _padded(t: Tensor, layout: Mapping[int, Margins]) -> Margins:
+    m = layout.get(buffer_id(t)) or ()
+    return m if any(lo or hi for lo, hi in m) else ()
+
+
+def buffer_of(ref: NodeRef, layout: Mapping[int, Margins]) -> Buffer:
+    """The buffer of `ref` in the assignments IR: a view of the sliced tensor's buffer for
+    an unpadded batch slice's value (a slice of a slice views the first parent), else its
+    own. Example: ``buffer_of(x.batch_slice(i).value, layout).view.parent``."""
+    buf = ref.buffer(layout)
+    t = sliced(ref)
+    if t is None or _padded(t, layout):
+        return buf
+    assert t.op is not None
+    logic = t.op.logic
+    assert isinstance(logic, BatchSlice)
+    parent_ref = NodeRef(t.op.operands[0], NodeKind.VALUE)
+    parent = buffer_of(parent_ref, layout)
+    sym, bound = logic.symbol, t.op.operands[0].dims()[0]
+    if parent.view is not None:  # a slice of a view: index the first parent further
+        pv = parent.view
+        lead = (*pv.lead, IndexExpr(((1, sym),), pv.shift[0]))
+        view = View(pv.parent, lead, pv.shift[1:], (*pv.checks, (sym, bound)))
+    else:
+        m = _padded(parent_ref.tensor.base(), layout) or tuple((0, 0) for _ in parent.dims)
+        view = View(parent, (IndexExpr(((1, sym),), m[0][0]),), tuple(lo for lo, _ in m[1:]),
+                    ((sym, bound),))
+    return Buffer(buf.id, buf.name, buf.dims, buf.uint4x32, view)
+
+
+def readers(layout: Mapping[int, Margins]) -> Callable[[Iterable[NodeRef]], tuple[Buffer, ...]]:
+    """`buffer_of` over a sequence of read references, in this layout."""
+    return lambda refs: tuple(buffer_of(r, layout) for r in refs)
+
+
+def own_copy(it: AccumItem, lhs: Buffer) -> bool:
+    """Whether `it` is a viewing slice's own forward copy (`v =: v1`, the parent's row into
+    the slice): through the view it would copy the parent's cells onto themselves."""
+    return (lhs.view is not None and it.slots is not None
+            and isinstance(it.record.logic, BatchSlice) and sliced(it.lhs) is it.record.result)
+
+
+def check_write(it: AccumItem | None, ref: NodeRef, buf: Buffer) -> None:
+    """A write into a batch slice that is not a view would change only its private copy:
+    a located error (at the write) saying why it is not a view."""
+    t = sliced(ref)
+    if t is None or buf.view is not None:
+        return
+    if it is not None and it.slots is not None and it.record.result is t:
+        return  # the slice's own forward copy into its buffer
+    assert t.op is not None
+    parent = t.op.operands[0].label
+    span = it.record.span if it is not None else None
+    raise DslSyntaxError(
+        f"a write into '{t.label}', a batch slice of '{parent}': that slice cannot be a "
+        f"view of '{parent}' because its layout is padded (a padded reader, e.g. a "
+        "convolution with padding, widened its margins), so it is a copy and the write "
+        f"would never reach '{parent}'; write into '{parent}' (or an unpadded slice of it) "
+        "instead", span)
+
+
+def target(it: AccumItem | None, ref: NodeRef, layout: Mapping[int, Margins]) -> Buffer:
+    """The buffer a write into `ref` goes to (`buffer_of`), checked by `check_write`."""
+    buf = buffer_of(ref, layout)
+    check_write(it, ref, buf)
+    return buf
