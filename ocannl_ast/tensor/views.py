@@ -56,6 +56,16 @@ def buffer_of(ref: NodeRef, layout: Mapping[int, Margins]) -> Buffer:
     return Buffer(buf.id, buf.name, buf.dims, buf.uint4x32, view)
 
 
+def viewed(ref: NodeRef, layout: Mapping[int, Margins]) -> tuple[Tensor, str] | None:
+    """For a batch slice's value that is a view: the sliced tensor and the index's name."""
+    t = sliced(ref)
+    if t is None or t.op is None or buffer_of(ref, layout).view is None:
+        return None
+    logic = t.op.logic
+    assert isinstance(logic, BatchSlice)
+    return t.op.operands[0], logic.symbol.name
+
+
 def readers(layout: Mapping[int, Margins]) -> Callable[[Iterable[NodeRef]], tuple[Buffer, ...]]:
     """`buffer_of` over a sequence of read references, in this layout."""
     return lambda refs: tuple(buffer_of(r, layout) for r in refs)
