@@ -207,12 +207,11 @@ def record_projections(rec: OpRecord) -> A.Projections:
 def to_assignments(pc: ProjectedCode, opts: Options) -> A.Asgn:
     """The assignments IR: node references become buffers, each assignment gets its
     operation's projections or the slot-permuted view it reads."""
-    return A.seq(*(_assignment(it, pc.projections, pc.layout) for it in pc.code.items))
+    return A.seq(*(_assignment(it, pc.projections, pc.layout, opts.keep) for it in pc.code.items))
 
 
 def _assignment(it: Item, table: Mapping[OpRecord, A.Projections],
-                layout: Mapping[int, Margins]) -> A.Asgn:
-    reads = views.readers(layout)
+                layout: Mapping[int, Margins], keep: frozenset[int]) -> A.Asgn:
     match it:
         case AccumItem(form=AccumForm.BLOCK):
             p = _view(table[it.record], it) if it.slots is not None else table[it.record]
@@ -221,21 +220,21 @@ def _assignment(it: Item, table: Mapping[OpRecord, A.Projections],
             except ShapeError as e:
                 raise e.with_span(it.record.span) from None
             return A.Block(views.target(it, it.lhs, layout), it.accum, it.initialize_neutral,
-                           reads(it.rhs), p, it.label)
+                           views.buffers_of(it.rhs, layout), p, it.label)
         case AccumItem(form=AccumForm.REV_SIDES):
             p = _view(table[it.record], it) if it.slots is not None else table[it.record]
             return A.RevSides(views.buffer_of(it.lhs, layout), it.accum,
                               tuple(views.target(it, r, layout) for r in it.rhs), p, it.label)
         case AccumItem():
-            lhs = views.target(it, it.lhs, layout)
-            if views.own_copy(it, lhs):
+            lhs = views.copy_target(it, layout, keep)
+            if lhs is None:
                 return A.Noop()  # a view's forward copy: the parent's row onto itself
             p = table[it.record]
             if it.slots is not None:
                 p = _view(p, it)
             check_plain_set(it, p, table[it.record])
             p = _shift_into_margins(p, it, layout)
-            return A.Accum(lhs, it.accum, it.initialize_neutral, it.expr, reads(it.rhs), p,
+            return A.Accum(lhs, it.accum, it.initialize_neutral, it.expr, views.buffers_of(it.rhs, layout), p,
                            it.label, tuple(_margins(r, layout) for r in it.rhs),
                            _margin_value(it))
         case FetchItem(node=n, op=op):
@@ -491,6 +490,7 @@ def run(code: Code, opts: Options) -> Lowered:
             trace.append((stage.name, ir))
     out = dict(trace)
     projected: ProjectedCode = out["projections"]
+    virtual |= views.dropped(code, projected.layout, opts.keep)  # views' forward copies
     return Lowered(ir, out["simplify"], held_out(code.tensors()), tuple(trace), virtual, folded,
                    projected.projections, projected.layout)
 

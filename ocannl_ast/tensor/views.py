@@ -8,13 +8,13 @@ Output: buffers for the assignments IR (`pipeline.to_assignments`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 from ..errors import DslSyntaxError
 from ..infer.logic import BatchSlice
 from ..infer.padding import Margins
 from ..lowering.loop_ir import Buffer, IndexExpr, View
-from .node import AccumItem, NodeKind, NodeRef, Tensor, buffer_id, node_owner
+from .node import AccumItem, Code, NodeKind, NodeRef, Tensor, buffer_id, node_owner
 
 
 def sliced(ref: NodeRef) -> Tensor | None:
@@ -66,16 +66,38 @@ def viewed(ref: NodeRef, layout: Mapping[int, Margins]) -> tuple[Tensor, str] | 
     return t.op.operands[0], logic.symbol.name
 
 
-def readers(layout: Mapping[int, Margins]) -> Callable[[Iterable[NodeRef]], tuple[Buffer, ...]]:
-    """`buffer_of` over a sequence of read references, in this layout."""
-    return lambda refs: tuple(buffer_of(r, layout) for r in refs)
+def buffers_of(refs: Iterable[NodeRef], layout: Mapping[int, Margins]) -> tuple[Buffer, ...]:
+    """`buffer_of` of each read reference."""
+    return tuple(buffer_of(r, layout) for r in refs)
 
 
-def own_copy(it: AccumItem, lhs: Buffer) -> bool:
-    """Whether `it` is a viewing slice's own forward copy (`v =: v1`, the parent's row into
-    the slice): through the view it would copy the parent's cells onto themselves."""
-    return (lhs.view is not None and it.slots is not None
-            and isinstance(it.record.logic, BatchSlice) and sliced(it.lhs) is it.record.result)
+def _own_copy(it: AccumItem) -> Tensor | None:
+    """The batch slice whose own forward copy (`v =: v1`, the parent's row into the slice)
+    `it` is, or None."""
+    if it.slots is None or not isinstance(it.record.logic, BatchSlice):
+        return None
+    t = sliced(it.lhs)
+    return t if t is it.record.result else None
+
+
+def copy_target(it: AccumItem, layout: Mapping[int, Margins],
+                keep: frozenset[int]) -> Buffer | None:
+    """The buffer `it` writes; None for a viewing slice's own forward copy, which through
+    the view would copy the parent's cells onto themselves. A kept slice (the caller reads
+    it with `ctx.get`) keeps that copy in an array of its own: a snapshot of the row when
+    its forward code ran; every other access still goes through the view."""
+    lhs = target(it, it.lhs, layout)
+    if lhs.view is None or _own_copy(it) is None:
+        return lhs
+    return it.lhs.buffer(layout) if lhs.id in keep else None
+
+
+def dropped(code: Code, layout: Mapping[int, Margins], keep: frozenset[int]) -> frozenset[int]:
+    """The viewing slices whose forward copies `copy_target` dropped from `code`: like
+    virtualized buffers, a routine that reads them with `ctx.get` keeps them next time."""
+    return frozenset(buffer_id(t) for it in code.items if isinstance(it, AccumItem)
+                     and (t := _own_copy(it)) is not None
+                     and copy_target(it, layout, keep) is None)
 
 
 def check_write(it: AccumItem | None, ref: NodeRef, buf: Buffer) -> None:

@@ -259,12 +259,48 @@ def test_a_padded_slice_still_reads_its_row() -> None:
     np.testing.assert_allclose(ctx.get(conv), [row[o:o + 3].sum() for o in range(5)])
 
 
-def test_get_of_a_view_names_its_parent() -> None:
-    x, s = _sliced()
+def test_get_of_a_kept_slice_is_its_row_when_its_forward_code_ran() -> None:
+    x, s = _sliced()  # held here: the routine keeps a copy of the row for ctx.get
+
+    @oc.cd
+    def write(s):
+        s[...] = -1.0
+
     ctx = oc.Context()
     ctx.compile((s * 1.0).forward)(i=0)
+    np.testing.assert_array_equal(ctx.get(s), X0[0])
+    ctx.compile(write(s))(i=0)
+    np.testing.assert_array_equal(ctx.get(x)[0], [-1.0, -1.0])
+
+
+def test_get_of_a_view_never_computed_names_its_parent() -> None:
+    x = oc.param("x", init=X0, batch_dims=[3], output_dims=[2])
+
+    @oc.cd
+    def write(x):
+        x.batch_slice(oc.static_index("i"))[...] = 5.0
+
+    ctx = oc.Context()
+    code = write(x)
+    ctx.compile(code)(i=0)
+    (s,) = [t for t in code.tensors() if t.label == "batch_slice"]
     with pytest.raises(oc.RuntimeDataError, match=r"view.*ctx.get\(x\)\[i\]"):
         ctx.get(s)
+
+
+def test_get_of_an_unheld_view_is_kept_from_the_next_run_on() -> None:
+    x = oc.param("x", init=X0, batch_dims=[3], output_dims=[2])
+    i = oc.static_index("i")
+    y = x.batch_slice(i) + 1.0  # the slice itself is not held: a pure view
+    ctx = oc.Context()
+    r = ctx.compile(y.forward)
+    r(i=2)
+    (s,) = [t for t in y.subgraph() if t.label == "batch_slice"]
+    with pytest.raises(oc.RuntimeDataError, match="next run"):
+        ctx.get(s)
+    r(i=2)
+    np.testing.assert_array_equal(ctx.get(s), X0[2])
+    np.testing.assert_array_equal(ctx.get(y), X0[2] + 1.0)
 
 
 def test_other_calls_are_still_not_targets() -> None:
