@@ -20,6 +20,7 @@ from .loop_ir import (
     Fill,
     Get,
     IndexExpr,
+    Noop,
     SetCell,
     SetFromVec,
     Stmt,
@@ -75,6 +76,8 @@ def resolve_views(body: Stmt) -> Stmt:
         return out
     guards = tuple(CheckIndex(IndexExpr(((1, sym),), 0), bound, BATCH_INDEX_CODE)
                    for sym, bound in checks)
+    # a static index never changes within a routine: the same check again is redundant
+    out = map_stmt(out, stmt=lambda s: Noop() if s in guards else None)
     return LSeq((*guards, out))
 
 
