@@ -111,3 +111,31 @@ def test_view_kernels_compile_with_nvrtc() -> None:
     assert "8*s_i" in source.replace(" ", "") or "s_i*8" in source.replace(" ", "")
     ptx, log = cuda_nvrtc.nvrtc_compile("views", source, "compute_90")
     assert log == "" and b".entry" in ptx
+
+
+def _contract(backend: str, a: np.ndarray, b: np.ndarray, x0: np.ndarray) -> np.ndarray:
+    i = oc.static_index("i")
+    hist = oc.node("hist", batch_dims=[3], output_dims=[32, 40])
+    x = oc.param("x", init=x0, batch_dims=[3], output_dims=[48, 40])
+
+    @oc.cd
+    def products(hist, a, b, x):
+        hist.batch_slice(i)[...] = sum(a * b, logic="ik;kj=>ij")
+        hist.batch_slice(i)[...] += sum(a * x.batch_slice(i), logic="ik;kj=>ij")
+
+    ctx = oc.Context(backend=backend, precision="float64")
+    r = ctx.compile(products(hist, oc.ndarray(a), oc.ndarray(b), x))
+    r(i=2)
+    r(i=0)
+    return ctx.get(hist)
+
+
+def test_contractions_into_and_from_views_match_c_and_numpy() -> None:
+    # big enough for the C backend's contraction kernels (a pointer into the parent's row)
+    rng = np.random.default_rng(5)
+    a, b, x0 = rng.normal(size=(32, 48)), rng.normal(size=(48, 40)), rng.normal(size=(3, 48, 40))
+    want = np.zeros((3, 32, 40))
+    for k in (2, 0):
+        want[k] = a @ b + a @ x0[k]
+    np.testing.assert_allclose(_contract("c", a, b, x0), want, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(_contract("cuda", a, b, x0), want, rtol=1e-10, atol=1e-10)
