@@ -2,9 +2,10 @@
 buffer of its own; its cells are row `i` of `x`'s buffer (`loop_ir.View`), so writes
 through it reach `x` and reads see `x`'s current values. A slice whose own layout is padded
 (a padded reader widened its margins) cannot be one and stays a copy: reading it is
-fine, writing it is a located error. Input: node references and the buffers' layout.
-Output: buffers for the assignments IR (`pipeline.to_assignments`).
-"""
+fine, writing it is a located error. A viewing slice's own forward copy is dropped, unless
+the caller keeps the slice (`ctx.get`): then it fills a snapshot array. Input: node
+references, the buffers' layout, the kept buffers. Output: buffers for the assignments IR
+(`pipeline.to_assignments`)."""
 
 from __future__ import annotations
 
