@@ -234,9 +234,9 @@ def _assignment(it: Item, table: Mapping[OpRecord, A.Projections],
                 p = _view(p, it)
             check_plain_set(it, p, table[it.record])
             p = _shift_into_margins(p, it, layout)
-            return A.Accum(lhs, it.accum, it.initialize_neutral, it.expr, views.buffers_of(it.rhs, layout), p,
-                           it.label, tuple(_margins(r, layout) for r in it.rhs),
-                           _margin_value(it))
+            return A.Accum(lhs, it.accum, it.initialize_neutral, it.expr,
+                           views.buffers_of(it.rhs, layout), p, it.label,
+                           tuple(_margins(r, layout) for r in it.rhs), _margin_value(it))
         case FetchItem(node=n, op=op):
             return A.Fetch(views.target(None, n, layout),
                            op.resolve() if isinstance(op, EmbedDim) else op, _margins(n, layout))
