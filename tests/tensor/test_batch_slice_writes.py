@@ -124,6 +124,30 @@ def test_slice_of_a_slice_is_a_view_of_the_first_parent() -> None:
     np.testing.assert_array_equal(ctx.get(x), want)
 
 
+def test_a_padded_parent_is_written_between_its_margins() -> None:
+    # a padded reader of x widens x's margins: the view indexes x's interior
+    x0 = np.arange(15.0).reshape(3, 5)
+    x = oc.param("x", init=x0, batch_dims=[3], output_dims=[5])
+    conv = oc.einsum("b|o=+k; k => b|o", x, oc.ndarray(np.ones(3)))
+    i = oc.static_index("i")
+
+    @oc.cd
+    def scale(x):
+        x.batch_slice(i)[...] = x.batch_slice(i) * 10.0
+
+    ctx = oc.Context(precision="float64")
+    rc, rw = ctx.compile(conv.forward), ctx.compile(scale(x))
+    rc()
+    rw(i=1)
+    rc()
+    want = x0.copy()
+    want[1] *= 10.0
+    np.testing.assert_array_equal(ctx.get(x), want)
+    padded = np.pad(want, ((0, 0), (1, 1)))
+    np.testing.assert_array_equal(
+        ctx.get(conv), [[padded[b, o:o + 3].sum() for o in range(5)] for b in range(3)])
+
+
 # ---- reads see the parent's current values -------------------------------------------------
 
 def test_read_after_write_in_one_routine() -> None:
