@@ -7,42 +7,53 @@ from __future__ import annotations
 from typing import assert_never
 
 from . import assignments as A
-from .loop_ir import BinOp
+from .loop_ir import BinOp, Buffer, storage_id
 
 
 def read_write_sets(asgn: A.Asgn) -> tuple[set[int], set[int]]:
-    """Buffers read before any write in the routine, and buffers written.
+    """Buffers read before any write in the routine, and buffers written. A batch slice's
+    view (`loop_ir.View`) counts as its parent; a write through it changes only the slice's
+    cells, so it also reads the parent (whose other cells keep their values).
 
     Example: ``reads, writes = read_write_sets(lowered.asgn)``.
     """
     reads: set[int] = set()
     writes: set[int] = set()
 
+    def read(b: Buffer) -> None:
+        if storage_id(b) not in writes:
+            reads.add(storage_id(b))
+
+    def write(b: Buffer) -> None:
+        if b.view is not None:
+            read(b)
+        writes.add(storage_id(b))
+
     def walk(a: A.Asgn) -> None:
         match a:
             case A.Accum(lhs=lhs, rhs=rhs, accum=acc, initialize_neutral=init):
                 for b in rhs:
-                    if b.id not in writes:
-                        reads.add(b.id)
-                if not init and acc != BinOp.ARG2 and lhs.id not in writes:
-                    reads.add(lhs.id)
-                writes.add(lhs.id)
+                    read(b)
+                if not init and acc != BinOp.ARG2:
+                    read(lhs)
+                write(lhs)
             case A.Block(lhs=lhs, rhs=rhs, accum=acc, initialize_neutral=init):
-                reads.update(b.id for b in rhs if b.id not in writes)
-                if (not init or acc != BinOp.ADD) and lhs.id not in writes:
-                    reads.add(lhs.id)  # a gap keeps the target's cells
-                writes.add(lhs.id)
+                for b in rhs:
+                    read(b)
+                if not init or acc != BinOp.ADD:
+                    read(lhs)  # a gap keeps the target's cells
+                write(lhs)
             case A.RevSides(src=src, targets=targets):
-                if src.id not in writes:
-                    reads.add(src.id)
-                reads.update(b.id for b in targets if b.id not in writes)
-                writes.update(b.id for b in targets)
+                read(src)
+                for b in targets:
+                    read(b)
+                for b in targets:
+                    write(b)
             case A.Fetch(buffer=b):
-                writes.add(b.id)
+                write(b)
             case A.VecSet(lhs=lhs, rhs=rhs):
-                if rhs.id not in writes:
-                    reads.add(rhs.id)
-                writes.add(lhs.id)
+                read(rhs)
+                write(lhs)
             case A.CheckStatic() | A.Noop():
                 pass
             case A.Seq(items=items):
@@ -53,4 +64,3 @@ def read_write_sets(asgn: A.Asgn) -> tuple[set[int], set[int]]:
 
     walk(asgn)
     return reads, writes
-

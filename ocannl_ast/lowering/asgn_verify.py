@@ -47,8 +47,15 @@ class _Checker:
 
     def buffer(self, buf: Buffer, where: str) -> None:
         """Every reference to a buffer id agrees on its name and dims (names may repeat
-        across ids: lowering makes them unique)."""
-        first = self.buffers.setdefault(buf.id, buf)
+        across ids: lowering makes them unique). A batch slice's view (`loop_ir.View`) is
+        checked apart from the slice's own array (a kept copy) and with its parent."""
+        if buf.view is not None:
+            self.buffer(buf.view.parent, where)
+            if buf.view.parent.view is not None or len(buf.view.lead) + len(buf.dims) != len(
+                    buf.view.parent.dims):
+                self.report(where, f"view {buf.name!r} of {buf.view.parent.name!r}: its "
+                                   "parent is a view, or the axes do not add up")
+        first = self.buffers.setdefault(buf.id if buf.view is None else ~buf.id, buf)
         if first != buf:
             self.report(where, f"buffer id {buf.id} is {first.name!r} {first.dims} elsewhere, "
                                f"here {buf.name!r} {buf.dims}")

@@ -66,6 +66,27 @@ class Buffer:
     #: cells are uint4x32 words (16 bytes: `vec_length(precision)` elements of the
     #: routine's array per cell) rather than numbers of the routine's precision
     uint4x32: bool = False
+    #: a batch slice's view: the cells are another buffer's (`View`); only the assignments
+    #: IR carries views, lowering resolves them (`lowering.views`): never in a LoopProgram
+    view: View | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class View:
+    """OCANNL's batch-slice view (`x @| i`): cell `ix` of the viewing buffer is cell
+    `lead + (ix[k] + shift[k])` of `parent` (leading axes fixed at runtime indices, the rest
+    moved by the parent's left padding margins). Writes through it reach the parent."""
+
+    parent: Buffer  #: the buffer holding the cells (never itself a view)
+    lead: tuple[IndexExpr, ...]  #: the parent's leading axes: fixed static indices
+    shift: tuple[int, ...]  #: per remaining axis, the parent's left margin
+    #: (static symbol, bound) each leading index must lie in (checked before any access)
+    checks: tuple[tuple[Symbol, int], ...]
+
+
+def storage_id(buf: Buffer) -> int:
+    """The id of the buffer whose cells `buf` names: its view's parent, else itself."""
+    return buf.view.parent.id if buf.view is not None else buf.id
 
 
 @dataclass(frozen=True, slots=True)

@@ -117,6 +117,8 @@ class _Checker:
     def check_buffer(self, buf: Buffer, where: str) -> None:
         if buf not in self.prog.buffers:
             self.report(where, f"buffer {buf.name!r} (id {buf.id}) is not in the program")
+        if buf.view is not None:  # lowering resolves every view (`lowering.views`)
+            self.report(where, f"buffer {buf.name!r} is a view of {buf.view.parent.name!r}")
 
     def check_access(
         self, buf: Buffer, index: tuple[IndexExpr, ...], scope: _Scope, where: str

@@ -6,6 +6,7 @@ Input: an `Asgn` tree. Output: a `LoopProgram` over every buffer it touches.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from collections.abc import Iterator
@@ -66,6 +67,7 @@ from .loop_ir import (
 from .loop_ir import Noop as LNoop
 from .loop_ir import Seq as LSeq
 from .nests import nest
+from .views import resolve_views
 from .walk import map_stmt
 
 NEUTRAL: dict[BinOp, float] = vocabulary.NEUTRAL
@@ -76,13 +78,17 @@ def lower(code: Asgn, name: str, *, static_args: tuple[Symbol, ...] = (),
           precision: Precision = Precision.FLOAT32) -> LoopProgram:
     """Lower assignments into one routine. Example: ``lower(seq(...), "step")``."""
     buffers: dict[int, Buffer] = {}
-    body = _lower(code, buffers)
+    body = resolve_views(_lower(code, buffers))
     body = _number_locals(body, itertools.count(1))
     return LoopProgram(name, tuple(buffers.values()), static_args, body, precision)
 
 
 def _use(buf: Buffer, buffers: dict[int, Buffer]) -> Buffer:
-    """Register a buffer; names are made unique in order of first use (deterministic)."""
+    """Register a buffer; names are made unique in order of first use (deterministic). A
+    view registers its parent (`lowering.views` resolves the view's accesses)."""
+    if buf.view is not None:
+        parent = _use(buf.view.parent, buffers)
+        return dataclasses.replace(buf, view=dataclasses.replace(buf.view, parent=parent))
     known = buffers.get(buf.id)
     if known is None:
         taken = {b.name for b in buffers.values()}

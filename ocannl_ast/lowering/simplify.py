@@ -11,7 +11,7 @@ import dataclasses
 from typing import assert_never
 
 from . import assignments as A
-from .loop_ir import BinOp
+from .loop_ir import BinOp, Buffer, storage_id
 
 #: an assignment that is not a sequence
 _Leaf = A.Accum | A.Block | A.RevSides | A.Fetch | A.CheckStatic | A.VecSet
@@ -30,32 +30,35 @@ def _flatten(code: A.Asgn) -> list[_Leaf]:
 
 
 def fold_zero_fills(code: A.Asgn) -> A.Asgn:
-    """Fold `fill x = 0; ...; x =+ e` into `x =:+ e` where nothing touches x in between."""
+    """Fold `fill x = 0; ...; x =+ e` into `x =:+ e` where nothing touches x in between. A
+    batch slice's view shares its parent's cells (`loop_ir.View`): touching either touches
+    both, and a fill folds only into an accumulation through the very same buffer."""
     items = _flatten(code)
-    pending: dict[int, int] = {}  # buffer id -> position of its zero fill
+    pending: dict[int, tuple[int, Buffer]] = {}  # storage id -> its zero fill's position
     dropped: set[int] = set()
+
+    def touch(*bufs: Buffer) -> None:
+        for b in bufs:
+            pending.pop(storage_id(b), None)
+
     for pos, it in enumerate(items):
         match it:
             case A.Fetch(buffer=b, op=A.ConstantFill(value=0.0)):
-                pending[b.id] = pos
+                pending[storage_id(b)] = (pos, b)
             case A.Fetch(buffer=b):
-                pending.pop(b.id, None)
+                touch(b)
             case A.Accum(lhs=lhs, rhs=rhs, accum=acc, initialize_neutral=init):
-                for r in rhs:
-                    pending.pop(r.id, None)
-                fill = pending.pop(lhs.id, None)
-                if fill is not None and acc == BinOp.ADD and not init:
-                    dropped.add(fill)
+                touch(*rhs)
+                fill = pending.pop(storage_id(lhs), None)
+                if fill is not None and fill[1] == lhs and acc == BinOp.ADD and not init:
+                    dropped.add(fill[0])
                     items[pos] = dataclasses.replace(it, initialize_neutral=True)
             case A.VecSet(lhs=lhs, rhs=r):
-                pending.pop(lhs.id, None)
-                pending.pop(r.id, None)
+                touch(lhs, r)
             case A.Block(lhs=lhs, rhs=rhs):
-                for b in (lhs, *rhs):
-                    pending.pop(b.id, None)
+                touch(lhs, *rhs)
             case A.RevSides(src=src, targets=targets):
-                for b in (src, *targets):
-                    pending.pop(b.id, None)
+                touch(src, *targets)
             case A.CheckStatic():
                 pass
             case _:

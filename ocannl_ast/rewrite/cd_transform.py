@@ -26,6 +26,15 @@ def _node_attr(node: cst.CSTNode) -> bool:
     return isinstance(node, cst.Attribute) and node.attr.value in _NODE_ATTRS
 
 
+def _node_target(node: cst.CSTNode) -> bool:
+    """A tensor name, `{x}`, `p.grad` / `p.value`, or a batch slice of one of those
+    (`x.batch_slice(i)`, OCANNL `x @| i`: a view, so writes reach `x`)."""
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) \
+            and node.func.attr.value == "batch_slice" and len(node.args) == 1:
+        node = node.func.value
+    return isinstance(node, (cst.Name, cst.Set)) or _node_attr(node)
+
+
 def _tensor_target(node: cst.BaseExpression) -> bool:
     return isinstance(node, (cst.Subscript, cst.Attribute))
 
@@ -268,10 +277,11 @@ class CdTransformer(DialectTransformer):
             return True
         if isinstance(target, cst.Subscript):
             base = target.value
-            if isinstance(base, (cst.Name, cst.Set)) or _node_attr(base):
+            if _node_target(base):
                 return True
             raise self.loc.error(
-                base, "a subscripted target is a tensor name, p.grad, p.value or {x}"
+                base, "a subscripted target is a tensor name, p.grad, p.value, {x} or a "
+                "batch slice x.batch_slice(i) of one"
             )
         raise self.loc.error(
             target, "assignment targets in @cd are t[...], t[i, j], p.grad, p.value, {x}[...]"
@@ -374,9 +384,10 @@ class CdTransformer(DialectTransformer):
                 op_node, f"not an accumulation operator; one of: {', '.join(sorted(ACCUM_OPS))}"
             )
         target = pos[0].value
-        if not isinstance(target, (cst.Name, cst.Set)) and not _node_attr(target):
+        if not _node_target(target):
             raise self.loc.error(
-                target, "the target of accum is a tensor name, p.grad, p.value or {x}"
+                target, "the target of accum is a tensor name, p.grad, p.value, {x} or a "
+                "batch slice x.batch_slice(i) of one"
             )
         kw = Keywords()
         upd_pos = [a for a in upd.args if a.keyword is None]

@@ -13,7 +13,6 @@ from .. import vocabulary
 from ..errors import ArgumentError, DslSyntaxError, ShapeError, SpecError, user_span
 from ..infer.constraints import Origin
 from ..infer.logic import (
-    BatchSlice,
     Logic,
     Pointwise,
     logic_name,
@@ -117,22 +116,6 @@ def _operand_grad(ref: NodeRef) -> bool:
 _NOT_COMPOSABLE = {BinOp.DIV: "/", BinOp.POW: "**"}
 
 
-def _check_not_a_slice(target: NodeRef) -> None:
-    """A batch slice is a copy filled by its own forward code: a write into its value from
-    anywhere else would change only that copy, never the sliced tensor."""
-    op = target.tensor.op
-    if target.kind is not NodeKind.VALUE or op is None or not isinstance(op.logic, BatchSlice):
-        return
-    rec = current_record.get()
-    if rec is not None and rec.result is target.tensor:
-        return  # the slice's own forward code
-    parent = op.operands[0].label
-    raise DslSyntaxError(
-        f"a write into '{target.tensor.label}', a batch slice of '{parent}', would change only "
-        f"the slice's private copy, never '{parent}' itself, so batch slices are read-only: "
-        f"assign to '{parent}' as a whole instead", user_span())
-
-
 def accum(lhs: Any, op: str, rhs: Any, *, logic: str | None = None,
           projections: OpRecord | None = None, label: str = "") -> Code:
     """One assignment `lhs <op> rhs` (OCANNL's `=:+`, `=+`, ...). With `projections` (an
@@ -155,7 +138,6 @@ def accum(lhs: Any, op: str, rhs: Any, *, logic: str | None = None,
             f"operand adds its share into it, so a gradient function accumulates "
             f"(`g{target.slot} += ...`); setting it (`{op}`) would overwrite the other "
             "readers' shares", user_span())
-    _check_not_a_slice(target)
     if not isinstance(rhs, PrimCall):
         rhs = PrimCall(UnOp.IDENTITY, (rhs,))
     if logic == "@" and rhs.op in _NOT_COMPOSABLE:

@@ -25,7 +25,7 @@ from ..errors import ArgumentError, BackendError, CheckpointError, RuntimeDataEr
 from ..infer.padding import Margins
 from ..lowering import assignments as A
 from ..lowering.loop_ir import Buffer, LoopProgram, Precision, cell_elems
-from . import checkpoint, half, holdings, id_checks, pipeline, schedules, validate
+from . import checkpoint, half, holdings, id_checks, pipeline, schedules, validate, views
 from .escape import user_held
 from .initialization import init_order, init_plan
 from .node import Code, NodeKind, NodeRef, OpRecord, Tensor, buffer_id, concat, node_owner
@@ -173,6 +173,11 @@ class Context:
                     f"'{self.virtual[buf.id]}' (virtualized: it has no buffer there); it is "
                     "kept from that routine's next run on. To read it from the first run, "
                     "compile with keep=[...] or set OCANNL_AST_VIRTUALIZE=0", user_span())
+            if buf.id not in self.available and (view := views.viewed(ref, self.layout)):
+                raise RuntimeDataError(
+                    f"'{ref.tensor.label}' is a batch slice of '{view[0].label}' at the "
+                    f"runtime index '{view[1]}': a view of that row, with no array of its own; "
+                    f"read ctx.get({view[0].label})[{view[1]}] instead", user_span())
             if buf.id not in self.available:
                 raise RuntimeDataError(f"'{ref.tensor.label}' ({ref.kind}) has no value in "
                                        "this context: nothing set or computed it yet", user_span())

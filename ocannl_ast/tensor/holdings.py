@@ -31,7 +31,7 @@ import numpy as np
 from .. import naming
 from ..errors import CheckpointError, user_span
 from ..lowering import assignments as A
-from ..lowering.loop_ir import BinOp, Buffer
+from ..lowering.loop_ir import BinOp, Buffer, storage_id
 from .checkpoint import Entries, check_entry, names
 from .node import Init, Tensor, buffer_id
 
@@ -48,8 +48,15 @@ def carried(asgn: A.Asgn) -> set[int]:
     whole: set[int] = set()
 
     def read(b: Buffer) -> None:
-        if b.id not in whole:
-            out.add(b.id)
+        if storage_id(b) not in whole:
+            out.add(storage_id(b))
+
+    def cover(b: Buffer) -> None:
+        """A whole write of `b`: through a batch slice's view, only part of its parent."""
+        if b.view is not None:
+            read(b)
+        else:
+            whole.add(b.id)
 
     def walk(a: A.Asgn) -> None:
         match a:
@@ -60,13 +67,13 @@ def carried(asgn: A.Asgn) -> set[int]:
                 if not init and acc != BinOp.ARG2:
                     read(lhs)  # accumulates into the old value
                 elif proj.lhs_surjective():
-                    whole.add(lhs.id)
+                    cover(lhs)
             case A.Block(lhs=lhs, rhs=rhs, accum=acc, initialize_neutral=init,
                          projections=proj):
                 for b in rhs:
                     read(b)
                 if init and acc == BinOp.ADD and proj.lhs_surjective():
-                    whole.add(lhs.id)
+                    cover(lhs)
                 else:
                     read(lhs)  # a gap keeps the target's cells
             case A.RevSides(src=src, targets=targets):
@@ -74,10 +81,10 @@ def carried(asgn: A.Asgn) -> set[int]:
                 for b in targets:
                     read(b)  # scattered by accumulation
             case A.Fetch(buffer=b):
-                whole.add(b.id)
+                cover(b)
             case A.VecSet(lhs=lhs, rhs=rhs):
                 read(rhs)
-                whole.add(lhs.id)
+                cover(lhs)
             case A.CheckStatic() | A.Noop():
                 pass
             case A.Seq(items=items):

@@ -18,7 +18,7 @@ from typing import Any, assert_never
 
 from .. import naming
 from ..errors import ArgumentError, ShapeError, Span, user_span
-from ..infer.logic import Logic
+from ..infer.logic import BatchSlice, Logic
 from ..infer.padding import Margins, padded_dims
 from ..infer.shape import Shape
 from ..lowering import assignments as A
@@ -402,11 +402,15 @@ class Code:
         return len(self.items)
 
     def tensors(self) -> list[Tensor]:
-        """Every tensor the code touches, each once, in order of appearance."""
+        """Every tensor the code touches, each once, in order of appearance; a batch
+        slice touches the tensor it views too (`tensor.views`)."""
         seen: dict[int, Tensor] = {}
         for it in self.items:
             for ref in item_refs(it):
-                seen.setdefault(ref.tensor.id, ref.tensor)
+                t: Tensor | None = ref.tensor
+                while t is not None and seen.setdefault(t.id, t) is t:
+                    sliced = t.op is not None and isinstance(t.op.logic, BatchSlice)
+                    t = t.op.operands[0] if sliced and t.op is not None else None
         return list(seen.values())
 
 

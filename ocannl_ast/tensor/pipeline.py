@@ -28,6 +28,7 @@ from ..lowering.loop_ir import CONTRACTION_MIN_WORK, IndexExpr, LoopProgram, Pre
 from ..lowering.lower import NEUTRAL, lower
 from ..lowering.simplify import fold_zero_fills
 from ..lowering.walk import free_symbols
+from . import views
 from .node import (
     AccumForm,
     AccumItem,
@@ -206,11 +207,11 @@ def record_projections(rec: OpRecord) -> A.Projections:
 def to_assignments(pc: ProjectedCode, opts: Options) -> A.Asgn:
     """The assignments IR: node references become buffers, each assignment gets its
     operation's projections or the slot-permuted view it reads."""
-    return A.seq(*(_assignment(it, pc.projections, pc.layout) for it in pc.code.items))
+    return A.seq(*(_assignment(it, pc.projections, pc.layout, opts.keep) for it in pc.code.items))
 
 
 def _assignment(it: Item, table: Mapping[OpRecord, A.Projections],
-                layout: Mapping[int, Margins]) -> A.Asgn:
+                layout: Mapping[int, Margins], keep: frozenset[int]) -> A.Asgn:
     match it:
         case AccumItem(form=AccumForm.BLOCK):
             p = _view(table[it.record], it) if it.slots is not None else table[it.record]
@@ -218,28 +219,32 @@ def _assignment(it: Item, table: Mapping[OpRecord, A.Projections],
                 check_cover(p, f"{it.record.name} ({logic_name(it.record.logic)})")
             except ShapeError as e:
                 raise e.with_span(it.record.span) from None
-            return A.Block(it.lhs.buffer(layout), it.accum, it.initialize_neutral,
-                           tuple(r.buffer(layout) for r in it.rhs), p, it.label)
+            return A.Block(views.target(it, it.lhs, layout), it.accum, it.initialize_neutral,
+                           views.buffers_of(it.rhs, layout), p, it.label)
         case AccumItem(form=AccumForm.REV_SIDES):
             p = _view(table[it.record], it) if it.slots is not None else table[it.record]
-            return A.RevSides(it.lhs.buffer(layout), it.accum,
-                              tuple(r.buffer(layout) for r in it.rhs), p, it.label)
+            return A.RevSides(views.buffer_of(it.lhs, layout), it.accum,
+                              tuple(views.target(it, r, layout) for r in it.rhs), p, it.label)
         case AccumItem():
+            lhs = views.copy_target(it, layout, keep)
+            if lhs is None:
+                return A.Noop()  # a view's forward copy: the parent's row onto itself
             p = table[it.record]
             if it.slots is not None:
                 p = _view(p, it)
             check_plain_set(it, p, table[it.record])
             p = _shift_into_margins(p, it, layout)
-            return A.Accum(it.lhs.buffer(layout), it.accum, it.initialize_neutral, it.expr,
-                           tuple(r.buffer(layout) for r in it.rhs), p, it.label,
+            return A.Accum(lhs, it.accum, it.initialize_neutral, it.expr,
+                           views.buffers_of(it.rhs, layout), p, it.label,
                            tuple(_margins(r, layout) for r in it.rhs), _margin_value(it))
         case FetchItem(node=n, op=op):
-            return A.Fetch(n.buffer(layout), op.resolve() if isinstance(op, EmbedDim) else op,
-                           _margins(n, layout))
+            return A.Fetch(views.target(None, n, layout),
+                           op.resolve() if isinstance(op, EmbedDim) else op, _margins(n, layout))
         case CheckItem(symbol=s, tensor=t, code=c):
             return A.CheckStatic(s, t.dims()[0], c)
         case VecItem(lhs=lhs, op=op, rhs=rhs, length=n, label=label):
-            return A.VecSet(lhs.buffer(layout), op, rhs.buffer(layout), n, label)
+            return A.VecSet(views.target(None, lhs, layout), op, views.buffer_of(rhs, layout),
+                            n, label)
         case _:
             assert_never(it)
 
@@ -485,6 +490,7 @@ def run(code: Code, opts: Options) -> Lowered:
             trace.append((stage.name, ir))
     out = dict(trace)
     projected: ProjectedCode = out["projections"]
+    virtual |= views.dropped(code, projected.layout, opts.keep)  # views' forward copies
     return Lowered(ir, out["simplify"], held_out(code.tensors()), tuple(trace), virtual, folded,
                    projected.projections, projected.layout)
 

@@ -23,8 +23,6 @@ static __device__ __forceinline__ __attribute__((unused)) float ocannl_max_f(flo
 /* constant: t_0_9_3 = 0.9 */
 /* constant: t_0_9_4 = 0.9 */
 /* constant: t_0_9_5 = 0.9 */
-/* virtual: batch_slice (inlined into 2 reads) */
-/* virtual: batch_slice_1 (inlined into 2 reads) */
 /* virtual: add_2 (inlined into 1 read) */
 /* virtual: mul (inlined into 1 read) */
 /* virtual: relu_2 (inlined into 1 read) */
@@ -45,7 +43,7 @@ static __device__ __forceinline__ __attribute__((unused)) float ocannl_max_f(flo
 /* virtual: compose_2 (its reader fused into the reduction) */
 /* virtual: einsum (its reader fused into the reduction) */
 /* virtual: relu_grad_2 (its reader fused into the reduction) */
-extern "C" __global__ void moons_step_k0(float* __restrict__ moons_x, float* __restrict__ w, float* __restrict__ add, float* __restrict__ b, long long s_batch, int* ocannl_err) {
+extern "C" __global__ void moons_step_k0(float* __restrict__ w, float* __restrict__ moons_x, float* __restrict__ add, float* __restrict__ b, long long s_batch, int* ocannl_err) {
   for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 256LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
     const long long i0 = ocannl_t / 16;
     const long long i1 = ocannl_t % 16;
@@ -89,7 +87,7 @@ extern "C" __global__ void moons_step_k3(float* __restrict__ add_1, float* __res
 }
 
 /* kernel 4: 16 threads */
-extern "C" __global__ void moons_step_k4(float* __restrict__ moons_y, float* __restrict__ relu_1, float* __restrict__ w_2, float* __restrict__ b_b_2, float* __restrict__ sub, long long s_batch, int* ocannl_err) {
+extern "C" __global__ void moons_step_k4(float* __restrict__ relu_1, float* __restrict__ w_2, float* __restrict__ b_b_2, float* __restrict__ moons_y, float* __restrict__ sub, long long s_batch, int* ocannl_err) {
   for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 16LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
     const long long i10 = ocannl_t;
     float l_acc3 = 0.0f;
