@@ -53,6 +53,7 @@ from .pipeline_passes import (
     unroll_loops,
 )
 from .plain_set import check_plain_set
+from .precisions import kept as kept_precisions
 
 #: closing shapes and lowering touch solver state shared by every tensor of a graph
 lowering_lock = threading.RLock()
@@ -369,7 +370,7 @@ def with_escaping(code: Code, opts: Options) -> Options:
     """`opts` keeping every held-out tensor's buffers (params, their grads, optimizer
     state, data) and folding the number constants (`oc.number`, literals) not in
     `opts.no_fold`."""
-    keep = set(opts.keep)
+    keep = set(opts.keep) | kept_precisions(code.tensors(), opts.precision)  # own storage
     constants: dict[int, float] = dict(opts.constants)
     for t in held_out(code.tensors()):
         keep.update(buffer_ids(t))  # its value and grad buffers
