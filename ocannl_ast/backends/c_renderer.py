@@ -50,7 +50,7 @@ from ocannl_ast.lowering.loop_ir import (
     storage,
 )
 from ocannl_ast.lowering.nests import flat_terms
-from ocannl_ast.lowering.walk import stmt_nodes
+from ocannl_ast.lowering.walk import reads, stmt_nodes, writes
 
 __all__ = ["CRenderer", "has_loop", "is_word", "strip_outer", "unique_name"]
 
@@ -307,9 +307,8 @@ class CRenderer:
         an OpenMP parallel loop over `threads` threads where more than 1 and the dialect has
         the C backend's kernels, which then compile with -fopenmp).
         """
-        plain = bool(self.foreign) and any(
-            isinstance(x, Get | SetCell | SetFromVec | Fill) and x.buffer in self.foreign
-            for x in stmt_nodes(body))  # a nest converting storage: plain loops
+        # a nest converting storage runs as plain loops
+        plain = bool(self.foreign) and not self.foreign.isdisjoint(reads(body) | writes(body))
         if not plain and self.kernels is not None and self.kernels.render(
                 self, ForLoop(sym, extent, body), depth, out):
             return

@@ -448,6 +448,12 @@ def default_context(backend: str = "c", *, precision: str = "float32") -> Contex
         return ctx
 
 
+def holds_buffer(t: Tensor) -> bool:
+    """Whether a live context has an array of `t`'s value or grad (`set_precision`)."""
+    ids = (buffer_id(t), buffer_id(t, NodeKind.GRAD))
+    return any(i in c.arrays for c in list(_live) for i in ids)
+
+
 def warn_if_trained_elsewhere(ctx: Context, tensor: Tensor, fn: str) -> None:
     """Warn (at the caller's caller's line) when `ctx` is about to give `tensor`'s params
     fresh initial values while another live context holds values of them (set, loaded or

@@ -93,7 +93,9 @@ def ndarray(values: Any, *, batch_axes: int = 0, input_axes: int = 0,
     _no_integer_grad("ndarray", t, prec)
     if prec is not None:
         if prec.is_integer:  # checked now, at the user's line, as ctx.set would
-            arr = precisions.host_values(prec, t.label, arr)
+            exact = isinstance(values, np.ndarray) and values.dtype.kind in "iu"
+            arr = precisions.host_values(prec, t.label, values.reshape(arr.shape) if exact
+                                         else arr)  # integer data: not through float64
         t.precision = prec
     t.init_value = np.ascontiguousarray(arr)
     return t

@@ -375,7 +375,7 @@ def with_escaping(code: Code, opts: Options) -> Options:
     for t in held_out(code.tensors()):
         keep.update(buffer_ids(t))  # its value and grad buffers
         if t.init is Init.CONST and isinstance(t.init_value, float) and buffer_id(t) not in \
-                opts.no_fold:
+                opts.no_fold and t.precision is None:  # own storage: read as stored
             constants[buffer_id(t)] = t.init_value
     return dataclasses.replace(opts, keep=frozenset(keep),
                                constants=tuple(sorted(constants.items())))

@@ -105,11 +105,12 @@ def host_values(p: Precision, label: str, values: Any) -> np.ndarray:
             f = np.asarray(raw, dtype=np.float64)
             lo, hi = _RANGE[p]
             bad = ~np.isfinite(f)
-            bad[~bad] = (f[~bad] != np.floor(f[~bad])) | (f[~bad] < lo) | (f[~bad] > hi)
+            ok = f[~bad]  # the bounds as floats, exactly: lo and hi + 1 are powers of two
+            bad[~bad] = (ok != np.floor(ok)) | (ok < float(lo)) | (ok >= float(hi + 1))
     if np.any(bad):
         where = tuple(int(i) for i in np.argwhere(np.asarray(bad, dtype=bool))[0])
         raise RuntimeDataError(f"'{label}' is stored in {p.value}: cell {where} is "
-                               f"{raw[where]!r}, not an integer in [{_RANGE[p][0]}, "
+                               f"{raw[where].item()!r}, not an integer in [{_RANGE[p][0]}, "
                                f"{_RANGE[p][1]}]", user_span())
     return raw.astype(value_dtype(p))
 
@@ -131,3 +132,4 @@ def cast_ok(t: Tensor, p: Precision) -> None:
         raise ArgumentError(f"oc.cast: '{t.label}' is a {t.init.value} tensor: give it its "
                             f"precision where it is declared ({t.init.value}(..., "
                             f"precision={p.value!r}))", user_span())
+
