@@ -60,6 +60,11 @@ class Precision(enum.Enum):
         return self in (Precision.UINT32, Precision.UINT64, Precision.INT32)
 
 
+#: the precisions a routine (a context) may have; the integer ones are buffers' only
+ROUTINE_PRECISIONS = (Precision.FLOAT32, Precision.FLOAT64, Precision.FLOAT16,
+                      Precision.BFLOAT16)
+
+
 @dataclass(frozen=True, slots=True)
 class Symbol:
     """A loop iterator or a static integer argument of a routine."""
