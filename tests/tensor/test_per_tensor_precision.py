@@ -309,3 +309,12 @@ def test_bad_precision_is_a_located_argument_error(call: object, match: str) -> 
     with pytest.raises(oc.ArgumentError, match=match) as info:
         call()  # type: ignore[operator]
     assert "test_per_tensor_precision.py" in str(info.value)
+
+
+def test_param_of_its_own_precision_is_not_data_parallel() -> None:
+    ocd = pytest.importorskip("ocannl_ast.distributed")
+    w = oc.param("w", input_dims=[2], output_dims=[1], precision="bfloat16")
+    loss = oc.einsum("o=>", w @ oc.ndarray(np.ones(2), label="ones"))
+    with pytest.raises(oc.ArgumentError, match="'w' is stored in bfloat16") as info:
+        ocd.data_parallel(oc.Context(), loss, oc.sgd_update(loss, learning_rate=0.1))
+    assert "test_per_tensor_precision.py" in str(info.value)
