@@ -22,7 +22,6 @@ import numpy as np
 
 from ocannl_ast import config
 from ocannl_ast.backends import c_math, c_uint4x32
-from ocannl_ast.errors import BackendError
 from ocannl_ast.lowering.loop_ir import (
     C_KERNEL_MIN_WORK,
     BinOp,
@@ -358,9 +357,8 @@ class CSyntax:
 
     def store(self, precision: Precision, value: str) -> tuple[str, str | None]:
         """A computed number as a stored cell (rounded to nearest even), and its helper."""
-        if precision.is_integer:  # ids are data (`tensor.precisions`): no routine writes them
-            raise BackendError(f"a routine cannot write {precision.value} cells (ids are "
-                               "data: set them with ctx.set)")
+        if precision.is_integer:  # only copies of ids are written (`tensor.precisions`)
+            return self.cast(INTEGER_TYPES[precision], value), None
         if not precision.is_half:
             return value, None
         helper, _, store = HALF_CONVERSIONS[precision]

@@ -9,6 +9,10 @@ even. Integer precisions (uint32, uint64, int32) are for data only (ids that
 `oc.nn.one_hot`, `oc.nn.embedding` and class targets read): `ctx.set` checks the values
 are integers in range.
 
+Ids keep their precision through copies: a batch slice or transpose of integer data, and
+`oc.nn.one_hot`'s operand, are stored in it too (exactly: a routine writes integer cells
+only with such copies of integers, `inherit_ids`).
+
 A tensor of its own precision always has a buffer (it is never computed inline, folded or
 placed in a shared arena), so its value is the rounded one wherever it is read.
 
@@ -133,3 +137,13 @@ def cast_ok(t: Tensor, p: Precision) -> None:
                             f"precision where it is declared ({t.init.value}(..., "
                             f"precision={p.value!r}))", user_span())
 
+
+
+def inherit_ids(result: Tensor, source: Any) -> Tensor:
+    """`result` (a copy of `source`'s cells, or of integers computed from them) stored in
+    `source`'s integer precision, when it has one: ids stay exact in a 16-bit context."""
+    if isinstance(source, Tensor):
+        p = of(source, NodeKind.VALUE, Precision.FLOAT32)
+        if p.is_integer and not result.diff:
+            result.precision = p
+    return result
