@@ -12,6 +12,7 @@ importable; float64 central differences (oc.testing.check_grads) for every gradi
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import textwrap
 from pathlib import Path
 from types import ModuleType
@@ -253,6 +254,26 @@ def test_positive_only_functions_match_numpy() -> None:
     np.testing.assert_allclose(oc.eval(oc.log2(oc.ndarray(pos))), np.log2(pos), rtol=1e-6)
     np.testing.assert_allclose(oc.eval(oc.recip_sqrt(oc.ndarray(pos))), 1 / np.sqrt(pos),
                                rtol=1e-6)
+
+
+@pytest.mark.parametrize(("fn", "arity"), [
+    (oc.sign, 1), (oc.floor, 1), (oc.exp2, 1), (oc.log2, 1), (oc.recip_sqrt, 1),
+    (oc.mod, 2), (oc.fma_pointwise, 3)])
+def test_elementwise_ops_take_exactly_their_operands(fn, arity) -> None:
+    # a surplus operand used to be accepted and ignored (oc.floor(x, y) was floor(x))
+    x = oc.ndarray(X)
+    with pytest.raises(TypeError, match="positional argument"):
+        fn(*[x] * (arity + 1))
+    assert list(inspect.signature(fn).parameters)[-1] == "spec"
+
+
+def test_elementwise_ops_take_a_spec() -> None:
+    m = np.arange(6.0).reshape(2, 3) * 0.7 - 1.0
+    a = oc.ndarray(m)
+    np.testing.assert_allclose(oc.eval(oc.floor(a, spec="ij=>ji")), np.floor(m).T)
+    np.testing.assert_allclose(oc.eval(oc.mod(a, oc.ndarray(np.array([1.5, 2.0])),
+                                              spec="ij;i=>ji")),
+                               np.mod(m, np.array([[1.5], [2.0]])).T, rtol=1e-6, atol=1e-6)
 
 
 @pytest.mark.parametrize("fn", [

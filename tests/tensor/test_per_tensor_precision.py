@@ -335,3 +335,25 @@ def test_uint32_ids_stay_exact_in_a_16_bit_context(context: str) -> None:
         r(batch=i)
         got = np.asarray(ctx.get(oh), np.float64).reshape(2, 4100)
         np.testing.assert_array_equal(got, np.eye(4100)[ids0[i]])
+
+
+@pytest.mark.parametrize("precision", ["bfloat16", "float16"])
+def test_16_bit_param_gradients_in_float32_context_match_numpy(precision: str) -> None:
+    """A 16-bit weight in a float32 context: the forward reads its stored value exactly and
+    computes in float32; its gradient is the float64 gradient at the stored weight, rounded
+    once to the 16-bit precision where it is stored."""
+    rng = np.random.default_rng(11)
+    w0, x0 = rng.standard_normal((6, 5)) * 0.5, rng.standard_normal((8, 5))
+    w = oc.param("w", init=w0, precision=precision)
+    x = oc.ndarray(x0, label="x")
+    h = oc.tanh(oc.einsum("oi;bi=>bo", w, x))
+    loss = oc.einsum("bo=>", h * h) * (1.0 / 8)
+    value, (gw,) = oc.value_and_grad(loss, [w], ctx=oc.Context())
+    ws = round_bf16(w0) if precision == "bfloat16" else f16(w0)
+    hr = np.tanh(x0.astype(np.float32).astype(np.float64) @ ws.T)
+    gref = (2 * hr * (1 - hr**2) / 8).T @ x0
+    eps = 2.0**-8 if precision == "bfloat16" else 2.0**-11
+    np.testing.assert_allclose(float(np.asarray(value).reshape(())), (hr**2).sum() / 8,
+                               rtol=1e-5)
+    np.testing.assert_allclose(gw, gref, rtol=0, atol=2 * eps * np.abs(gref).max())
+    assert gw.dtype == (np.float16 if precision == "float16" else np.float32)

@@ -22,14 +22,32 @@ from ..node import Tensor
 from .base import Asn, apply, fuses
 from .custom import operation
 from .pointwise import add, exp, lt, mul, neg, recip, where
+from .with_spec import apply_spec
 
 cd = make_decorator("cd", "ocannl_ast.tensor.dsl")
 _LN2 = math.log(2.0)
 
 
-def _prim_op(name: str, op_asn: Asn, grad_asn: Asn | None, doc: str) -> Callable[..., Any]:
-    def build(*xs: Any) -> Any:
+def _prim_op(name: str, arity: int, op_asn: Asn, grad_asn: Asn | None,
+             doc: str) -> Callable[..., Any]:
+    """The public builder of a primitive with `arity` operands, with its real signature
+    (a wrong operand count is Python's TypeError at the call) and `spec=` as the other
+    pointwise ops have it."""
+    def call(xs: tuple[Any, ...], spec: str | None) -> Any:
+        if spec is not None:  # under an einsum spec's projections (`ops.with_spec`)
+            return apply_spec(name, spec, op_asn, grad_asn, *xs)
         return apply(name, Pointwise(), op_asn, grad_asn, *xs, fuse=True)
+
+    build: Callable[..., Any]
+    if arity == 1:
+        def build(x: Any, *, spec: str | None = None) -> Any:
+            return call((x,), spec)
+    elif arity == 2:
+        def build(a: Any, b: Any, *, spec: str | None = None) -> Any:
+            return call((a, b), spec)
+    else:
+        def build(a: Any, b: Any, c: Any, *, spec: str | None = None) -> Any:
+            return call((a, b, c), spec)
 
     build.__name__ = build.__qualname__ = name
     build.__doc__ = doc
@@ -51,7 +69,7 @@ def _sign_op(v, v1, projections):
     v[...] = sign(v1)
 
 
-sign = _prim_op("sign", _sign_op, _no_grad,
+sign = _prim_op("sign", 1, _sign_op, _no_grad,
                 "Pointwise sign: -1, 0 or 1 (NaN stays NaN); zero gradient, as np.sign.")
 
 
@@ -60,7 +78,7 @@ def _floor_op(v, v1, projections):
     v[...] = floor(v1)
 
 
-floor = _prim_op("floor", _floor_op, _no_grad,
+floor = _prim_op("floor", 1, _floor_op, _no_grad,
                  "Pointwise floor (np.floor); zero gradient.")
 
 
@@ -69,8 +87,8 @@ def _round_op(v, v1, projections):
     v[...] = round(v1)
 
 
-_round = _prim_op("round", _round_op, _no_grad, "")
-_round_st = _prim_op("round", _round_op, _pass_grad, "")
+_round = _prim_op("round", 1, _round_op, _no_grad, "")
+_round_st = _prim_op("round", 1, _round_op, _pass_grad, "")
 
 
 def round_(x: Any, straight_through: bool = False) -> Any:
@@ -93,7 +111,7 @@ def _abs_grad(g, g1, v1, projections):
     g1 += g * sign(v1)
 
 
-_abs = _prim_op("abs", _abs_op, _abs_grad, "")
+_abs = _prim_op("abs", 1, _abs_op, _abs_grad, "")
 
 
 def abs_(x: Any) -> Any:
@@ -155,7 +173,7 @@ def _mod_grad(g, g1, g2, v1, v2, projections):
     g2 -= g * floor(v1 / v2)
 
 
-mod = _prim_op("mod", _mod_op, _mod_grad,
+mod = _prim_op("mod", 2, _mod_op, _mod_grad,
                "Pointwise modulo with the divisor's sign (np.mod, Python's %); gradient 1 "
                "for `a`, -floor(a / b) for `b`.")
 
@@ -170,7 +188,7 @@ def _exp2_grad(v, g, g1, projections):
     g1 += g * v * _LN2
 
 
-exp2 = _prim_op("exp2", _exp2_op, _exp2_grad, "Pointwise 2 ** x.")
+exp2 = _prim_op("exp2", 1, _exp2_op, _exp2_grad, "Pointwise 2 ** x.")
 
 
 @cd
@@ -183,7 +201,7 @@ def _log2_grad(g, g1, v1, projections):
     g1 += g / (v1 * _LN2)
 
 
-log2 = _prim_op("log2", _log2_op, _log2_grad, "Pointwise base-2 logarithm.")
+log2 = _prim_op("log2", 1, _log2_op, _log2_grad, "Pointwise base-2 logarithm.")
 
 
 @cd
@@ -196,7 +214,7 @@ def _recip_sqrt_grad(v, g, g1, projections):
     g1 -= 0.5 * g * v * v * v
 
 
-recip_sqrt = _prim_op("recip_sqrt", _recip_sqrt_op, _recip_sqrt_grad,
+recip_sqrt = _prim_op("recip_sqrt", 1, _recip_sqrt_op, _recip_sqrt_grad,
                       "Pointwise 1 / sqrt(x).")
 
 
@@ -212,7 +230,7 @@ def _fma_grad(g, g1, g2, g3, v1, v2, projections):
     g3 += g
 
 
-fma_pointwise = _prim_op("fma", _fma_op, _fma_grad,
+fma_pointwise = _prim_op("fma", 3, _fma_op, _fma_grad,
                          "Pointwise fused multiply-add `a * b + c` (`oc.fma` is the compose form).")
 
 
