@@ -357,3 +357,34 @@ def test_16_bit_param_gradients_in_float32_context_match_numpy(precision: str) -
                                rtol=1e-5)
     np.testing.assert_allclose(gw, gref, rtol=0, atol=2 * eps * np.abs(gref).max())
     assert gw.dtype == (np.float16 if precision == "float16" else np.float32)
+
+
+def _stored(precision: str, x: np.ndarray) -> np.ndarray:
+    """NumPy oracle: `x` (float64 or float32) as stored in `precision`, as float64."""
+    if precision == "bfloat16":
+        return round_bf16(x)
+    if precision == "float16":
+        return f16(x)
+    return np.asarray(x).astype(np.dtype(precision)).astype(np.float64)
+
+
+@pytest.mark.parametrize("context", ["float32", "float64", "bfloat16"])
+@pytest.mark.parametrize("a_prec", ["float16", "bfloat16", "float32"])
+@pytest.mark.parametrize("out_prec", ["float16", "bfloat16", "float32"])
+def test_every_storage_pair_bit_for_bit(context: str, a_prec: str, out_prec: str) -> None:
+    """`cast(a * b + a, out)` for an operand `a` of its own precision and `b` of the
+    context's: loads exact, arithmetic in the context's compute precision, one rounding
+    per store (in a float64 context a 16-bit store rounds through float32, as documented)."""
+    rng = np.random.default_rng(12)
+    a0, b0 = rng.standard_normal(64) * 10, rng.standard_normal(64)
+    ctx = oc.Context(precision=context)
+    a = oc.ndarray(a0, label="a", precision=a_prec)
+    b = oc.ndarray(b0, label="b")
+    y = oc.cast(a * b + a, out_prec)
+    got = np.asarray(ctx.eval(y), np.float64)
+    compute = np.float64 if context == "float64" else np.float32
+    av, bv = _stored(a_prec, a0).astype(compute), _stored(context, b0).astype(compute)
+    r = av * bv + av
+    if context == "float64" and out_prec in ("float16", "bfloat16"):
+        r = r.astype(np.float32)
+    np.testing.assert_array_equal(got, _stored(out_prec, r))
