@@ -1,6 +1,6 @@
 """Per-tensor storage precisions on CUDA (`tensor.precisions`): a routine mixing bfloat16,
 float16, float32 and uint32 buffers compiles cleanly with NVRTC, declares each buffer with
-its own element type, and on the CUDA driver emulator (or a GPU) gives the C backend's
+its own element type, and on the CUDA driver emulator gives the C backend's
 values bit for bit."""
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def test_mixed_storage_cuda_source_compiles_with_nvrtc() -> None:
     assert b"cvt.f32.f16" in ptx  # the float16 param read
 
 
-def test_mixed_storage_cuda_matches_c_bit_for_bit(cuda_device: str) -> None:
+def test_mixed_storage_cuda_matches_c_bit_for_bit(cuda_emu_driver: object) -> None:
     got = {}
     for backend in ("c", "cuda"):
         oc.set_seed(7)
@@ -54,3 +54,24 @@ def test_mixed_storage_cuda_matches_c_bit_for_bit(cuda_device: str) -> None:
         assert c_val.dtype == cuda_val.dtype
         np.testing.assert_array_equal(cuda_val, c_val)
     assert [v.dtype for v in got["c"]] == [np.float32, np.float32, np.float16, np.uint32]
+
+
+def test_float32_master_weights_in_bfloat16_context_cuda_matches_c(cuda_emu_driver: object) -> None:
+    """A bfloat16 routine with a float32 param (and its float32 gradient): Adam steps on
+    CUDA give the C backend's values bit for bit."""
+    rng = np.random.default_rng(2)
+    x0 = rng.standard_normal((6, 5))
+    got = {}
+    for backend in ("c", "cuda"):
+        oc.set_seed(3)
+        ctx = oc.Context(backend=backend, precision="bfloat16")
+        w = oc.param("w", output_dims=[3], input_dims=[5], precision="float32")
+        y = oc.tanh(w @ oc.ndarray(x0, batch_axes=1, label="x"))
+        loss = oc.einsum("b|o=>", y * y)
+        step = ctx.compile([oc.grad_update(loss), oc.adam_update(loss, learning_rate=0.01)])
+        for _ in range(3):
+            step()
+        got[backend] = (ctx.get(w), ctx.get(loss))
+    for c_val, cuda_val in zip(got["c"], got["cuda"]):
+        np.testing.assert_array_equal(cuda_val, c_val)
+    assert got["c"][0].dtype == np.float32
