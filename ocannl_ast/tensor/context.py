@@ -449,9 +449,11 @@ def default_context(backend: str = "c", *, precision: str = "float32") -> Contex
 
 
 def holds_buffer(t: Tensor) -> bool:
-    """Whether a live context has an array of `t`'s value or grad (`set_precision`)."""
+    """Whether a live context has an array of `t`'s value or grad, or compiled code that
+    touches it (`set_precision`)."""
     ids = (buffer_id(t), buffer_id(t, NodeKind.GRAD))
-    return any(i in c.arrays for c in list(_live) for i in ids)
+    return any(i in c.arrays for c in list(_live) for i in ids) or \
+        any(c.names.get(t.name) is t or t.id in c.keys for c in list(_live))
 
 
 def warn_if_trained_elsewhere(ctx: Context, tensor: Tensor, fn: str) -> None:

@@ -56,7 +56,8 @@ def test_mixed_storage_cuda_matches_c_bit_for_bit(cuda_emu_driver: object) -> No
     assert [v.dtype for v in got["c"]] == [np.float32, np.float32, np.float16, np.uint32]
 
 
-def test_float32_master_weights_in_bfloat16_context_cuda_matches_c(cuda_emu_driver: object) -> None:
+def test_float32_master_weights_in_bfloat16_context_cuda_matches_c(
+        cuda_emu_driver: object) -> None:
     """A bfloat16 routine with a float32 param (and its float32 gradient): Adam steps on
     CUDA give the C backend's values bit for bit."""
     rng = np.random.default_rng(2)

@@ -291,6 +291,10 @@ def test_set_precision_before_compiling_and_not_after() -> None:
     ids = oc.ndarray([1.0, 2.0], label="ids")
     oc.set_precision(ids, "uint32")
     assert ctx.eval(ids).dtype == np.uint32
+    v = oc.param("v", output_dims=[2])
+    ctx.compile((v * 2.0).forward)  # compiled, not run: its routine has float32 cells of v
+    with pytest.raises(oc.ArgumentError, match="already has cells"):
+        oc.set_precision(v, "bfloat16")
 
 
 @pytest.mark.parametrize(("call", "match"), [
