@@ -80,6 +80,10 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--precision", default="float32",
                     choices=["float32", "float64", "float16", "bfloat16"],
                     help="storage precision (16-bit ones compute in float32; docs/precision.md)")
+    ap.add_argument("--param-precision", default=None,
+                    choices=["float32", "float64", "float16", "bfloat16"],
+                    help="the params' own storage precision, e.g. float32 master weights in a "
+                         "bfloat16 context (default: --precision's; docs/precision.md)")
     return ap.parse_args()
 
 
@@ -97,6 +101,8 @@ def main() -> None:
 
     model = make_model(args.channels)
     loss = oc.nn.cross_entropy(model(x_all.batch_slice(batch)), t_all.batch_slice(batch))
+    for p in loss.params() if args.param_precision else ():
+        oc.set_precision(p, args.param_precision)
     # float16 cannot hold Adam's second moments of small gradients (docs/precision.md)
     eps = 1e-4 if args.precision == "float16" else 1e-8
     ctx = oc.Context(backend=args.backend, precision=args.precision)

@@ -70,6 +70,10 @@ def main() -> None:
     ap.add_argument("--precision", default="float32",
                     choices=["float32", "float64", "float16", "bfloat16"],
                     help="storage precision (16-bit ones compute in float32; docs/precision.md)")
+    ap.add_argument("--param-precision", default=None,
+                    choices=["float32", "float64", "float16", "bfloat16"],
+                    help="the params' own storage precision, e.g. float32 master weights in a "
+                         "bfloat16 context (default: --precision's; docs/precision.md)")
     args = ap.parse_args()
     start = time.perf_counter()
 
@@ -84,6 +88,8 @@ def main() -> None:
     x, y = x_all.batch_slice(batch), y_all.batch_slice(batch)
     margin = oc.relu(1.0 - y * model(x))
     loss = oc.einsum("b|o=>o", margin) * (1.0 / args.batch)
+    for p in loss.params() if args.param_precision else ():
+        oc.set_precision(p, args.param_precision)
 
     total_steps = args.epochs * n_batches
     lr = oc.node("learning_rate", output_dims=[1])

@@ -37,6 +37,7 @@ from .tensor.ops import (
     binary_op,
     block_literal,
     capture,
+    cast,
     concat,
     cos,
     dim_of,
@@ -94,6 +95,7 @@ from .tensor.pipeline import Options as _Options
 from .tensor.pipeline import close_tensors as _close_tensors
 from .tensor.pipeline import render as _render
 from .tensor.report import summary
+from .tensor.retype import set_precision
 from .tensor.routine import Routine
 from .tensor.schedules import advance_steps, lr_constant, lr_cosine, lr_warmup, step_counter
 from .tensor.seed import set_seed
@@ -192,6 +194,7 @@ __all__ = [
     "binary_op",
     "block_literal",
     "capture",
+    "cast",
     "cd",
     "clamp",
     "concat",
@@ -244,6 +247,7 @@ __all__ = [
     "round",
     "set_dim",
     "set_equal",
+    "set_precision",
     "set_seed",
     "sgd_update",
     "sigmoid",

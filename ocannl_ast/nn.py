@@ -45,6 +45,7 @@ from .tensor.ops import (
     where,
 )
 from .tensor.ops.fetch import embed_dim, range_over_offsets
+from .tensor.precisions import inherit_ids
 from .tensor.rank_streams import rank_offset
 from .tensor.schedules import step_counter
 
@@ -343,9 +344,12 @@ def one_hot(ids: Tensor, vocab: int) -> Tensor:
     validate.check_tensor("one_hot", "ids", ids)
     _check_dim("one_hot", "vocab", vocab)
     id_checks.mark_ids(ids, "one_hot")
-    expanded = einsum("..b..|..o..; v => ..b..|..o..,v", stop_gradient(ids),
-                      0.0 * range_(vocab) + 1.0)
-    return eq(expanded, range_(vocab))
+    # integer ids (`precision="uint32"`): the copies and the range are stored as integers
+    # too, exact in a 16-bit context (`tensor.precisions.inherit_ids`)
+    expanded = inherit_ids(einsum("..b..|..o..; v => ..b..|..o..,v",
+                                  inherit_ids(stop_gradient(ids), ids),
+                                  0.0 * range_(vocab) + 1.0), ids)
+    return eq(expanded, inherit_ids(range_(vocab), ids))
 
 
 def embedding(vocab: int, dim: int) -> Layer:

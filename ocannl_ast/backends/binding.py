@@ -15,11 +15,13 @@ from typing import Any
 import numpy as np
 
 from ocannl_ast.errors import BackendError, RuntimeDataError, user_span
-from ocannl_ast.lowering.loop_ir import Buffer, LoopProgram, Precision, cell_elems
+from ocannl_ast.lowering.loop_ir import Buffer, LoopProgram, Precision, cell_elems, storage
 from ocannl_ast.lowering.walk import writes
 
 NUMPY_DTYPE = {Precision.FLOAT32: np.dtype(np.float32), Precision.FLOAT64: np.dtype(np.float64),
-               Precision.FLOAT16: np.dtype(np.float16), Precision.BFLOAT16: np.dtype(np.uint16)}
+               Precision.FLOAT16: np.dtype(np.float16), Precision.BFLOAT16: np.dtype(np.uint16),
+               Precision.UINT32: np.dtype(np.uint32), Precision.UINT64: np.dtype(np.uint64),
+               Precision.INT32: np.dtype(np.int32)}
 
 
 class BoundRoutine:
@@ -28,12 +30,14 @@ class BoundRoutine:
     `entry`. Example: ``class CRoutine(BoundRoutine): ...``.
     """
 
-    __slots__ = ("_buffers", "_checks", "_dtype", "_lock", "_n_static", "_sizes", "_written",
+    __slots__ = ("_buffers", "_checks", "_dtype", "_dtypes", "_lock", "_n_static", "_sizes", "_written",
                  "bound", "name")
 
     def __init__(self, prog: LoopProgram, checks: Mapping[int, str]) -> None:
         self.name = prog.name
         self._dtype = NUMPY_DTYPE[prog.precision]
+        #: each buffer's array dtype (a buffer of its own precision: `Buffer.precision`)
+        self._dtypes = tuple(NUMPY_DTYPE[storage(b, prog.precision)] for b in prog.buffers)
         self._buffers: tuple[Buffer, ...] = prog.buffers
         self._sizes = tuple(cell_elems(b, prog.precision) for b in prog.buffers)
         written = writes(prog.body)
@@ -88,20 +92,20 @@ class BoundRoutine:
         """
         if self.bound is None:
             return False
-        for arr, prev, size in zip(arrays, self.bound, self._sizes):
-            if arr is not prev or arr.size != size or arr.dtype != self._dtype:
+        for arr, prev, size, dtype in zip(arrays, self.bound, self._sizes, self._dtypes):
+            if arr is not prev or arr.size != size or arr.dtype != dtype:
                 return False
         return True
 
     def _array_ok(self, pos: int, arr: object) -> bool:
         """Whether `arr` fits buffer `pos`: dtype, size, C order, writeable where written."""
-        return (isinstance(arr, np.ndarray) and arr.dtype == self._dtype
+        return (isinstance(arr, np.ndarray) and arr.dtype == self._dtypes[pos]
                 and arr.size == self._sizes[pos] and arr.flags.c_contiguous
                 and (arr.flags.writeable or not self._written[pos]))
 
     def _bad_array(self, pos: int, arr: object) -> BackendError:
         buf = self._buffers[pos]
-        want = f"a C-contiguous {self._dtype} array of {self._sizes[pos]} elements {buf.dims}"
+        want = f"a C-contiguous {self._dtypes[pos]} array of {self._sizes[pos]} elements {buf.dims}"
         if self._written[pos]:
             want = "a writeable " + want.removeprefix("a ")
         if isinstance(arr, np.ndarray):

@@ -181,12 +181,14 @@ def _render(prog: LoopProgram, syntax: CSyntax = C, budget: int | None = None,
     functions: list[list[str]] = []
     for k, part in enumerate(parts):
         name = f"{cname}_f{k}"
-        params = [syntax.buffer_param(t, r.buffers[prog.buffers[i]]) for i in part.buffers]
+        params = [syntax.buffer_param(r.buffer_type(prog.buffers[i]), r.buffers[prog.buffers[i]])
+                  for i in part.buffers]
         params += [syntax.static_param(r.symbols[prog.static_args[i]]) for i in part.statics]
         dialect = syntax if k in groups[0] else shared
         functions.append([dialect.function_signature(name, params), *part.body,
                           *syntax.epilogue(), ""])
-        args = [f"bufs[{i}]" for i in part.buffers] + [f"statics[{i}]" for i in part.statics]
+        args = [_arg(r, prog.buffers[i], i, t) for i in part.buffers]
+        args += [f"statics[{i}]" for i in part.statics]
         call = f"{name}({', '.join(args)})"
         entry.append(f"  if ((rc = {call}) != 0) return rc;" if part.checked else f"  {call};")
     entry += [*syntax.epilogue(), ""]
@@ -210,6 +212,13 @@ def _render(prog: LoopProgram, syntax: CSyntax = C, budget: int | None = None,
         units.append("\n".join(text))
     return _Rendered(units[0], cname, t, syntax.cdef(cname, t), r.checks, flags,
                      tuple(units[1:]))
+
+
+def _arg(r: CRenderer, buf: Buffer, i: int, table_type: str) -> str:
+    """Entry table slot `i` as the parameter of a part: cast where the buffer is stored in
+    another type than the table's (its own precision, `Buffer.precision`)."""
+    own = r.buffer_type(buf)
+    return f"bufs[{i}]" if own == table_type else f"(({own}*)bufs[{i}])"
 
 
 def render_c(prog: LoopProgram, syntax: CSyntax = C) -> str:

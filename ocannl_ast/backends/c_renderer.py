@@ -34,6 +34,7 @@ from ocannl_ast.lowering.loop_ir import (
     IndexExpr,
     LoopProgram,
     Noop,
+    Precision,
     Seq,
     SetCell,
     SetFromVec,
@@ -46,9 +47,10 @@ from ocannl_ast.lowering.loop_ir import (
     ThreefryUniform,
     Unary,
     UnOp,
+    storage,
 )
 from ocannl_ast.lowering.nests import flat_terms
-from ocannl_ast.lowering.walk import stmt_nodes
+from ocannl_ast.lowering.walk import reads, stmt_nodes, writes
 
 __all__ = ["CRenderer", "has_loop", "is_word", "strip_outer", "unique_name"]
 
@@ -122,8 +124,13 @@ class CRenderer:
     used_buffers: set[Buffer] = field(default_factory=set)  #: by the text rendered so far
     used_symbols: set[Symbol] = field(default_factory=set)
     checked: bool = False  #: whether that text has a CheckIndex (can return an error code)
+    #: buffers stored other than the routine's precision (`Buffer.precision`): a nest
+    #: touching one runs as plain converting loops (no contraction kernel, no reordering)
+    foreign: frozenset[Buffer] = frozenset()
 
     def __post_init__(self) -> None:
+        self.foreign = frozenset(b for b in self.prog.buffers
+                                 if storage(b, self.prog.precision) is not self.prog.precision)
         half = self.prog.precision.is_half  # 16-bit cells: plain loops convert each access
         if self.syntax.contraction_kernels and not half:
             self.kernels = KernelUse()
@@ -200,7 +207,9 @@ class CRenderer:
             case Get(buffer=buf, index=index):
                 if buf.uint4x32:
                     return self.cell(buf, index)
-                return self.converted(self.syntax.load(self.prog.precision, self.cell(buf, index)))
+                return self.converted(self.syntax.load(
+                    storage(buf, self.prog.precision), self.cell(buf, index),
+                    self.prog.precision.compute))
             case GetLocal(name=name):
                 return self.local(name)
             case SymbolValue(symbol=sym):
@@ -251,7 +260,8 @@ class CRenderer:
                 self.for_loop(sym, extent, body, depth, out, th)
             case SetCell(buffer=buf, index=index, value=value):
                 text = (self.word(value) if buf.uint4x32
-                        else self.converted(self.syntax.store(self.prog.precision, self.value(value))))
+                        else self.converted(self.syntax.store(self.storage(buf),
+                                                              self.value(value))))
                 out.append(f"{pad}{self.cell(buf, index)} = {strip_outer(text)};")
             case SetFromVec(buffer=buf, vector=vec, value=value, length=n):
                 self.helpers.update(("u4", "vec_uniform"))
@@ -259,7 +269,7 @@ class CRenderer:
                 total = math.prod(buf.dims)
                 self.used_buffers.add(buf)
                 fn = f"ocannl_vec_uniform_{self.words[Word.SUFFIX]}"
-                if self.prog.precision.is_half:
+                if self.storage(buf) is not self.prog.precision.compute:
                     out.extend(self.half_from_vec(buf, start, total, n, value, pad))
                     return
                 out.append(f"{pad}{fn}({self.buffers[buf]} + {start}, {total} - {start}, "
@@ -297,10 +307,13 @@ class CRenderer:
         an OpenMP parallel loop over `threads` threads where more than 1 and the dialect has
         the C backend's kernels, which then compile with -fopenmp).
         """
-        if self.kernels is not None and self.kernels.render(self, ForLoop(sym, extent, body),
-                                                            depth, out):
+        # a nest converting storage runs as plain loops
+        plain = bool(self.foreign) and not self.foreign.isdisjoint(reads(body) | writes(body))
+        if not plain and self.kernels is not None and self.kernels.render(
+                self, ForLoop(sym, extent, body), depth, out):
             return
-        if self.reorder and c_reorder.render(self, ForLoop(sym, extent, body), depth, out):
+        if not plain and self.reorder and c_reorder.render(self, ForLoop(sym, extent, body),
+                                                           depth, out):
             return
         if sym not in self.symbols:
             self.symbols[sym] = f"i{self.n_iters}"
@@ -324,12 +337,21 @@ class CRenderer:
         self.used_buffers.add(buf)
         text = self.syntax.const(value, self.prog.precision)
         if not buf.uint4x32:
-            text = self.converted(self.syntax.store(self.prog.precision, text))
+            text = self.converted(self.syntax.store(self.storage(buf), text))
         if buf.uint4x32:
             self.helpers.add("u4")
             word = f"ocannl_to_u4_{self.words[Word.SUFFIX]}({text})"
             return self.syntax.fill(f"(({U4}*){name})", math.prod(buf.dims), word)
         return self.syntax.fill(name, math.prod(buf.dims), text)
+
+    def storage(self, buf: Buffer) -> Precision:
+        """How `buf`'s cells are stored in this routine."""
+        return storage(buf, self.prog.precision)
+
+    def buffer_type(self, buf: Buffer) -> str:
+        """The C element type of `buf`'s parameter."""
+        return self.words[Word.STORAGE] if buf.uint4x32 else \
+            self.syntax.storage_type(self.storage(buf))
 
     def converted(self, text_helper: tuple[str, str | None]) -> str:
         """The text of a load or store conversion (`CSyntax.load`), recording its helper."""
@@ -343,7 +365,7 @@ class CRenderer:
         """`SetFromVec` into 16-bit cells: the uniforms into compute-precision locals, then
         each stored (rounded)."""
         t, fn = self.words[Word.TYPE], f"ocannl_vec_uniform_{self.words[Word.SUFFIX]}"
-        cell = self.converted(self.syntax.store(self.prog.precision, "ocannl_v[ocannl_j]"))
+        cell = self.converted(self.syntax.store(self.storage(buf), "ocannl_v[ocannl_j]"))
         name = self.buffers[buf]
         return [f"{pad}{{", f"{pad}  {t} ocannl_v[{n}];",
                 f"{pad}  {self.syntax.index_type} ocannl_s = {start};",

@@ -175,6 +175,9 @@ HELPERS["bfloat16"] = (
     "  if ((x.u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((x.u >> 16) | 0x40u);\n"
     "  return (unsigned short)((x.u + 0x7fffu + ((x.u >> 16) & 1u)) >> 16);\n}}"
 )
+#: The C types of the integer (id) storage precisions.
+INTEGER_TYPES = {Precision.UINT32: "uint32_t", Precision.UINT64: "uint64_t",
+                 Precision.INT32: "int32_t"}
 #: Per 16-bit precision: its helper, the load function, the store function.
 HALF_CONVERSIONS: dict[Precision, tuple[str, str, str]] = {
     Precision.FLOAT16: ("half", "ocannl_h2f", "ocannl_f2h"),
@@ -334,8 +337,19 @@ class CSyntax:
     def const(self, value: float, precision: Precision) -> str:
         return c_const(value, precision.compute)
 
-    def load(self, precision: Precision, cell: str) -> tuple[str, str | None]:
-        """A stored cell as a number of the compute precision, and the helper it calls."""
+    def storage_type(self, precision: Precision) -> str:
+        """The C element type of a buffer stored in `precision` (bfloat16, float16:
+        ``unsigned short``; ids: ``uint32_t``, ``uint64_t``, ``int32_t``)."""
+        if precision.is_half:
+            return "unsigned short"
+        return INTEGER_TYPES.get(precision) or self.type_names[precision]
+
+    def load(self, precision: Precision, cell: str,
+             compute: Precision | None = None) -> tuple[str, str | None]:
+        """A cell stored in `precision` as a number of the compute precision (`compute`,
+        else `precision`'s), and the helper it calls."""
+        if precision.is_integer:
+            return self.cast(self.type_names[compute or precision.compute], cell), None
         if not precision.is_half:
             return cell, None
         helper, load, _ = HALF_CONVERSIONS[precision]
@@ -343,6 +357,8 @@ class CSyntax:
 
     def store(self, precision: Precision, value: str) -> tuple[str, str | None]:
         """A computed number as a stored cell (rounded to nearest even), and its helper."""
+        if precision.is_integer:  # only copies of ids are written (`tensor.precisions`)
+            return self.cast(INTEGER_TYPES[precision], value), None
         if not precision.is_half:
             return value, None
         helper, _, store = HALF_CONVERSIONS[precision]

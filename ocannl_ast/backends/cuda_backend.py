@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass
 
 from ocannl_ast.backends.c_renderer import CRenderer
-from ocannl_ast.backends.c_syntax import Word, c_ident
+from ocannl_ast.backends.c_syntax import c_ident
 from ocannl_ast.backends.cuda_syntax import CUDA, THREAD, CudaSyntax
 from ocannl_ast.lowering import nests
 from ocannl_ast.lowering.loop_ir import (
@@ -147,8 +147,9 @@ class _KernelWriter:
             syms |= uses.syms
         b_pos = tuple(i for i, b in enumerate(self.prog.buffers) if b in bufs)
         s_pos = tuple(i for i, s in enumerate(self.prog.static_args) if s in syms)
-        t, syntax = self.r.words[Word.STORAGE], self.syntax
-        params = [syntax.buffer_param(t, self.r.buffers[self.prog.buffers[i]]) for i in b_pos]
+        syntax, bufs_ = self.syntax, self.prog.buffers
+        params = [syntax.buffer_param(self.r.buffer_type(bufs_[i]), self.r.buffers[bufs_[i]])
+                  for i in b_pos]
         params += [syntax.static_param(self.r.symbols[self.prog.static_args[i]]) for i in s_pos]
         name = f"{self.cname}_k{len(self.kernels)}"
         what = "1 thread" if threads == 1 else f"{threads} threads"
@@ -166,7 +167,7 @@ class _KernelWriter:
     def fill(self, unit: Fill) -> None:
         size = math.prod(unit.buffer.dims)
         value = self.r.converted(self.syntax.store(
-            self.prog.precision, self.syntax.const(unit.value, self.prog.precision)))
+            self.r.storage(unit.buffer), self.syntax.const(unit.value, self.prog.precision)))
         line = f"    {self.r.buffers[unit.buffer]}[{THREAD}] = {value};"
         self.emit([unit], size, [f"  {self.syntax.grid_stride(size)}", line, "  }"])
 

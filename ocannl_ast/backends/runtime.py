@@ -67,7 +67,7 @@ class CRoutine(BoundRoutine):
     owns the arrays (a context's `Routine`) binds once, then calls `run_bound`.
     """
 
-    __slots__ = ("_ctype", "_exports", "_fn", "_from_buffer", "_lib", "_statics", "_table",
+    __slots__ = ("_cast", "_ctype", "_exports", "_fn", "_from_buffer", "_lib", "_statics", "_table",
                  "library_path", "source_path")
 
     def __init__(self, prog: LoopProgram, library: LoadedLibrary) -> None:
@@ -78,6 +78,7 @@ class CRoutine(BoundRoutine):
         self._lib = lib  # keeps the library mapped while the routine lives
         self._fn = getattr(lib, library.cname)
         self._from_buffer = ffi.from_buffer
+        self._cast = ffi.cast
         self._ctype = f"{library.c_type}[]"
         self._table = ffi.new(f"{library.c_type} *[]", max(1, len(prog.buffers)))
         self._statics = ffi.new("int64_t[]", max(1, self._n_static))
@@ -109,11 +110,13 @@ class CRoutine(BoundRoutine):
         for pos, arr in enumerate(arrays):
             if not self._array_ok(pos, arr):
                 raise self._bad_array(pos, arr)
-            exports.append(self._from_buffer(self._ctype, arr))
+            exports.append(self._from_buffer(self._ctype, arr) if arr.dtype == self._dtype
+                           else self._from_buffer("char[]", arr))  # its own precision
         if len({id(a) for a in arrays}) != len(arrays):
             self._check_aliasing(arrays)
         for pos, ptr in enumerate(exports):
-            self._table[pos] = ptr
+            self._table[pos] = ptr if arrays[pos].dtype == self._dtype else \
+                self._cast(self._ctype[:-2] + "*", ptr)
         self._exports = tuple(exports)
         self.bound = arrays if isinstance(arrays, tuple) else tuple(arrays)
 

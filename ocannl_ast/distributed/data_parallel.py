@@ -291,6 +291,13 @@ def data_parallel(ctx: Context, loss: Tensor, update: Any, *, world: World | Non
     if ctx.precision.is_half:  # the all-reduce sums float32 / float64 arrays
         validate.fail(ArgumentError, f"data_parallel: a {ctx.precision.value} context cannot "
                                      "be data-parallel: use float32 or float64")
+    own = [(p.name, p.precision) for p in loss.params()
+           if p.precision is not None and p.precision is not ctx.precision]
+    if own:  # the all-reduce sums arrays of the context's dtype
+        validate.fail(ArgumentError, f"data_parallel: param '{own[0][0]}' is stored in "
+                                     f"{own[0][1].value}, the context in "
+                                     f"{ctx.precision.value}: a data-parallel step needs every "
+                                     "param in the context's precision")
     if ctx in steps:  # its arena would replace the first one's gradient arrays
         validate.fail(ArgumentError, "data_parallel: this context already has a data-parallel "
                                      "step (one per context): use another oc.Context")

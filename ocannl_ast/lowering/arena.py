@@ -75,7 +75,7 @@ def share_storage(prog: LoopProgram, keep: frozenset[int], padded: frozenset[int
     vec_written = {x.buffer.id for u in us for x in stmt_nodes(u) if isinstance(x, SetFromVec)}
     cands = [b for b in prog.buffers if b.id in life and b.id not in keep
              and b.id not in padded and b.id not in vec_written and not b.uint4x32
-             and math.prod(b.dims) >= min_elems
+             and b.precision is None and math.prod(b.dims) >= min_elems
              and _full_write(us[life[b.id][0]], b)]
     if not cands:
         return Shared(prog, frozenset(), 0, 0, 0)

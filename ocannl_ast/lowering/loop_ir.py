@@ -25,12 +25,18 @@ class Precision(enum.Enum):
     """A routine's precision: how its buffers' cells are stored, and (`compute`) the type
     its arithmetic, locals and constants use. FLOAT16 (IEEE binary16) and BFLOAT16 store
     16-bit cells and compute in float32: a load widens exactly, a store rounds to nearest
-    even (`backends.c_syntax`)."""
+    even (`backends.c_syntax`). A buffer may have its own storage precision
+    (`Buffer.precision`), one of these or an integer one (UINT32, UINT64, INT32: ids,
+    never a routine's precision); a load converts it to the routine's compute precision,
+    a store rounds to it."""
 
     FLOAT32 = "float32"
     FLOAT64 = "float64"
     FLOAT16 = "float16"
     BFLOAT16 = "bfloat16"
+    UINT32 = "uint32"
+    UINT64 = "uint64"
+    INT32 = "int32"
 
     @property
     def compute(self) -> Precision:
@@ -40,12 +46,23 @@ class Precision(enum.Enum):
     @property
     def cell_bytes(self) -> int:
         """Bytes of one stored number: 4, 8, 2, 2."""
-        return {Precision.FLOAT32: 4, Precision.FLOAT64: 8}.get(self, 2)
+        return {Precision.FLOAT32: 4, Precision.FLOAT64: 8, Precision.UINT32: 4,
+                Precision.UINT64: 8, Precision.INT32: 4}.get(self, 2)
 
     @property
     def is_half(self) -> bool:
-        """Whether cells are 16-bit (stored other than they are computed)."""
+        """Whether cells are 16-bit floats (stored other than they are computed)."""
         return self.cell_bytes == 2
+
+    @property
+    def is_integer(self) -> bool:
+        """Whether cells are integers (ids): storage only, never computed in."""
+        return self in (Precision.UINT32, Precision.UINT64, Precision.INT32)
+
+
+#: the precisions a routine (a context) may have; the integer ones are buffers' only
+ROUTINE_PRECISIONS = (Precision.FLOAT32, Precision.FLOAT64, Precision.FLOAT16,
+                      Precision.BFLOAT16)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +86,9 @@ class Buffer:
     #: a batch slice's view: the cells are another buffer's (`View`); only the assignments
     #: IR carries views, lowering resolves them (`lowering.views`): never in a LoopProgram
     view: View | None = None
+    #: how the cells are stored where that differs from the routine's precision (a tensor
+    #: of its own precision: `oc.param(..., precision=)`, `oc.cast`); None: the routine's
+    precision: Precision | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,6 +281,11 @@ def const_index(offset: int) -> IndexExpr:
 def vec_length(precision: Precision) -> int:
     """Cells one uint4x32 word (16 bytes) yields: 4 in float32 compute, 2 in float64."""
     return 16 // (4 if precision.compute is Precision.FLOAT32 else 8)
+
+
+def storage(buf: Buffer, precision: Precision) -> Precision:
+    """How `buf`'s cells are stored in a routine of `precision`."""
+    return precision if buf.precision is None or buf.uint4x32 else buf.precision
 
 
 def cell_elems(buf: Buffer, precision: Precision) -> int:

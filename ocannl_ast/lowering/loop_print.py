@@ -212,7 +212,9 @@ def print_program(prog: LoopProgram) -> str:
       fill x = 0
     """
     names = SymbolNames(prog.static_args)
-    bufs = ", ".join(f"{b.name}[{','.join(map(str, b.dims))}]" for b in prog.buffers)
+    bufs = ", ".join(f"{b.name}[{','.join(map(str, b.dims))}]"
+                     + (f":{b.precision.value}" if b.precision is not None else "")
+                     for b in prog.buffers)
     statics = ", ".join(names.use(s) for s in prog.static_args)
     header = f"routine {prog.name}({bufs}) static({statics})"
     if prog.precision is not Precision.FLOAT32:

@@ -95,7 +95,8 @@ def _use(buf: Buffer, buffers: dict[int, Buffer]) -> Buffer:
         name, k = buf.name, 1
         while name in taken:
             name, k = f"{buf.name}_{k}", k + 1
-        known = buffers[buf.id] = Buffer(buf.id, name, buf.dims, buf.uint4x32)
+        known = buffers[buf.id] = Buffer(buf.id, name, buf.dims, buf.uint4x32,
+                                             precision=buf.precision)
     if known.dims != buf.dims:
         raise ValueError(f"buffer {buf.name} used with dims {buf.dims} and {known.dims}")
     return known

@@ -65,9 +65,10 @@ class Entries:
 
 
 def write(target: Path, arrays: dict[str, np.ndarray], precision: str,
-          order: dict[str, str]) -> None:
-    """Write named arrays (logical values, in the context's `precision`) to `target`,
-    atomically, with each entry's place by creation order (`holdings.order_keys`)."""
+          order: dict[str, str], bf16: frozenset[str] = frozenset()) -> None:
+    """Write named arrays (logical values, each in its tensor's precision; those named in
+    `bf16` stored as BF16) to `target`, atomically, with each entry's place by creation
+    order (`holdings.order_keys`). `precision`: the context's, recorded."""
     from safetensors.numpy import save as to_bytes
 
     # one metadata key: safetensors writes several in hash order, this keeps files of
@@ -75,8 +76,8 @@ def write(target: Path, arrays: dict[str, np.ndarray], precision: str,
     digests = {name: digest(name, arr) for name, arr in arrays.items()}
     info = json.dumps({"version": VERSION, "precision": precision, "digests": digests,
                        "order": order}, sort_keys=True)
-    if precision == "bfloat16":  # exact bfloat16 values, stored as BF16 entries
-        _atomic_write(target, half.bfloat16_safetensors(arrays, {FORMAT: info}))
+    if bf16:  # exact bfloat16 values, stored as BF16 entries
+        _atomic_write(target, half.bfloat16_safetensors(arrays, {FORMAT: info}, bf16))
     else:
         _atomic_write(target, to_bytes(arrays, metadata={FORMAT: info}))
 
@@ -107,7 +108,7 @@ def names(items: list[str]) -> str:
 
 def check_entry(source: Path, name: str, arr: np.ndarray, dims: tuple[int, ...],
                 dtype: np.dtype[Any], what: str = "") -> None:
-    """Entry `name` must have the tensor's `dims` and the context's dtype (`what`: how the
+    """Entry `name` must have the tensor's `dims` and its dtype (`what`: how the
     message names the tensor, when it is not the entry's name)."""
     if arr.shape != dims:
         raise CheckpointError(f"checkpoint {source}: entry '{name}' has shape "
@@ -115,7 +116,7 @@ def check_entry(source: Path, name: str, arr: np.ndarray, dims: tuple[int, ...],
                               user_span())
     if arr.dtype != dtype:
         raise CheckpointError(f"checkpoint {source}: entry '{name}' has dtype {arr.dtype}, "
-                              f"the context's precision is {dtype}", user_span())
+                              f"{what or 'the tensor'} is stored as {dtype}", user_span())
 
 
 def read(source: Path) -> Entries:

@@ -24,8 +24,18 @@ from .. import naming
 from ..errors import ArgumentError, BackendError, CheckpointError, RuntimeDataError, user_span
 from ..infer.padding import Margins
 from ..lowering import assignments as A
-from ..lowering.loop_ir import Buffer, LoopProgram, Precision, cell_elems
-from . import checkpoint, half, holdings, id_checks, pipeline, schedules, validate, views
+from ..lowering.loop_ir import Buffer, LoopProgram, Precision, cell_elems, storage
+from . import (
+    checkpoint,
+    half,
+    holdings,
+    id_checks,
+    pipeline,
+    precisions,
+    schedules,
+    validate,
+    views,
+)
 from .escape import user_held
 from .initialization import init_order, init_plan
 from .node import Code, NodeKind, NodeRef, OpRecord, Tensor, buffer_id, concat, node_owner
@@ -147,15 +157,16 @@ class Context:
         padding margins were frozen is re-laid out, keeping its logical values."""
         with self.lock:
             arr = self.arrays.get(buf.id)
+            dtype = precisions.storage_dtype(storage(buf, self.precision))
             if arr is not None and arr.shape != buf.dims and not buf.uint4x32:
-                new = np.zeros(buf.dims, dtype=self.storage_dtype)
+                new = np.zeros(buf.dims, dtype=dtype)
                 new[self._interior(buf.id, buf.dims)] = arr
                 arr = self.arrays[buf.id] = new
                 self.arrays_epoch += 1
             if arr is None:
                 # uint4x32 cells are 16 bytes: vec_length numbers of the precision each
                 shape = ((cell_elems(buf, self.precision),) if buf.uint4x32 else buf.dims)
-                arr = np.zeros(shape, dtype=self.storage_dtype)
+                arr = np.zeros(shape, dtype=dtype)
                 self.arrays[buf.id] = arr
             return arr
 
@@ -183,7 +194,8 @@ class Context:
                                        "this context: nothing set or computed it yet", user_span())
             arr = self.array(buf)
             self.backend.to_host(arr)  # the device's copy, where routines wrote one
-            return half.from_storage(self.precision, arr[self._interior(buf.id, buf.dims)])
+            return precisions.from_storage(storage(buf, self.precision),
+                                           arr[self._interior(buf.id, buf.dims)])
 
     def set(self, x: Tensor | NodeRef, values: Any) -> None:
         """Set a tensor's value from host data of its exact dims."""
@@ -193,9 +205,9 @@ class Context:
             pipeline.close_tensors([ref.tensor])
             buf = ref.buffer(self.layout)
             dims = ref.tensor.dims()
-            # bfloat16: rounded once, from float64 (`half.to_storage`)
-            bf16 = self.precision is Precision.BFLOAT16
-            arr = np.asarray(values, dtype=np.float64 if bf16 else self.dtype)
+            # its precision's (`tensor.precisions`); bfloat16: rounded once, from float64
+            prec = storage(buf, self.precision)
+            arr = precisions.host_values(prec, ref.tensor.label, values)
             if arr.shape != dims and arr.size == int(np.prod(dims)) and arr.ndim <= 1:
                 arr = arr.reshape(dims)
             if arr.shape != dims:
@@ -207,7 +219,7 @@ class Context:
                                        f"routine '{self.folded[buf.id]}': make it a param or "
                                        "oc.term to set it", user_span())
             self.user_set.add(buf.id)
-            self.array(buf)[self._interior(buf.id, buf.dims)] = half.to_storage(self.precision, arr)
+            self.array(buf)[self._interior(buf.id, buf.dims)] = precisions.to_storage(prec, arr)
             self.backend.host_written(self.array(buf))
             self.available.add(buf.id)
             self.assigned.add(ref.tensor.id)
@@ -295,7 +307,8 @@ class Context:
             held = {self.name_of(t): t for t in self.holdings.values()}
             self.ensure_initialized(list(held.values()))  # so that the file has every entry
             arrays = {n: np.ascontiguousarray(self.get(t)) for n, t in sorted(held.items())}
-        checkpoint.write(target, arrays, self.precision.value, holdings.order_keys(held))
+            bf16 = frozenset(n for n, t in held.items() if self._stored(t) is Precision.BFLOAT16)
+        checkpoint.write(target, arrays, self.precision.value, holdings.order_keys(held), bf16)
 
     def load(self, path: str | os.PathLike[str], *, by: str = "name") -> None:
         """Set every held param and node from a checkpoint, matching entries by name or,
@@ -309,17 +322,13 @@ class Context:
             validate.fail(ArgumentError, f"Context.load: by must be one of {holdings.BY}, "
                                          f"got {validate.describe(by)}")
         entries = checkpoint.read(source)  # digests verified, when it has them
-        bf16 = self.precision is Precision.BFLOAT16
-        other = sorted(entries.arrays.keys() - entries.bfloat16 if bf16 else entries.bfloat16)
-        if other:
-            raise CheckpointError(
-                f"checkpoint {source}: entry {checkpoint.names(other)} is "
-                f"{'not ' if bf16 else ''}bfloat16, the context's precision is "
-                f"{self.precision.value}", user_span())
         with self.lock:
             held = {self.name_of(t): t for t in self.holdings.values()}
             scratch = {n for n, t in self.names.items() if t.id not in self.holdings}
-            pairs = holdings.match(source, entries, held, np.dtype(self.dtype), by, scratch)
+            self._check_bf16(source, entries, held, {n: n for n in held if n in entries.arrays})
+            pairs = holdings.match(source, entries, held,
+                                   lambda t: precisions.value_dtype(self._stored(t)), by, scratch)
+            self._check_bf16(source, entries, held, pairs)
             if not entries.verified:
                 warnings.warn(f"checkpoint {source} has no {checkpoint.FORMAT} digests "
                               "(written by another tool or an older version): its values "
@@ -388,6 +397,21 @@ class Context:
             if buf_id in r.virtual:
                 r.stale = True
 
+    def _check_bf16(self, source: Any, entries: checkpoint.Entries, held: dict[str, Tensor],
+                    pairs: dict[str, str]) -> None:
+        """BF16 entries load exactly into bfloat16 tensors (`pairs`: name -> entry)."""
+        for name, entry in sorted(pairs.items()):
+            bf16 = self._stored(held[name]) is Precision.BFLOAT16
+            if (entry in entries.bfloat16) != bf16:
+                raise CheckpointError(
+                    f"checkpoint {source}: entry '{entry}' is {'not ' if bf16 else ''}"
+                    f"bfloat16, '{name}' is stored in {self._stored(held[name]).value}",
+                    user_span())
+
+    def _stored(self, t: Tensor) -> Precision:
+        """How `t`'s value is stored here (its own precision, else the context's)."""
+        return precisions.of(t, NodeKind.VALUE, self.precision)
+
     def _interior(self, buf_id: int, dims: tuple[int, ...]) -> tuple[slice, ...]:
         """The logical (unpadded) part of a buffer of these dims: users see unpadded values."""
         m = self.layout.get(buf_id)
@@ -437,6 +461,14 @@ def default_context(backend: str = "c", *, precision: str = "float32") -> Contex
         if ctx is None:
             ctx = _defaults[key] = Context(backend, precision=precision)
         return ctx
+
+
+def holds_buffer(t: Tensor) -> bool:
+    """Whether a live context has an array of `t`'s value or grad, or compiled code that
+    touches it (`set_precision`)."""
+    ids = (buffer_id(t), buffer_id(t, NodeKind.GRAD))
+    return any(i in c.arrays for c in list(_live) for i in ids) or \
+        any(c.names.get(t.name) is t or t.id in c.keys for c in list(_live))
 
 
 def warn_if_trained_elsewhere(ctx: Context, tensor: Tensor, fn: str) -> None:

@@ -22,7 +22,9 @@ from ..lowering.loop_ir import Precision
 #: The dtype of a context's arrays, per precision.
 STORAGE_DTYPE: dict[Precision, np.dtype[Any]] = {
     Precision.FLOAT32: np.dtype(np.float32), Precision.FLOAT64: np.dtype(np.float64),
-    Precision.FLOAT16: np.dtype(np.float16), Precision.BFLOAT16: np.dtype(np.uint16)}
+    Precision.FLOAT16: np.dtype(np.float16), Precision.BFLOAT16: np.dtype(np.uint16),
+    Precision.UINT32: np.dtype(np.uint32), Precision.UINT64: np.dtype(np.uint64),
+    Precision.INT32: np.dtype(np.int32)}
 #: The dtype `ctx.get` returns and `ctx.set` takes values as, per precision.
 VALUE_DTYPE: dict[Precision, np.dtype[Any]] = {
     **STORAGE_DTYPE, Precision.BFLOAT16: np.dtype(np.float32)}
@@ -77,13 +79,21 @@ _FILE_DTYPES = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "I64": 
                 "U32": np.uint32, "U16": np.uint16, "U8": np.uint8, "BOOL": np.bool_}
 
 
-def bfloat16_safetensors(arrays: dict[str, np.ndarray], metadata: dict[str, str]) -> bytes:
-    """A safetensors file whose entries are BF16 (`arrays`: exact bfloat16 values)."""
+def bfloat16_safetensors(arrays: dict[str, np.ndarray], metadata: dict[str, str],
+                         bf16: frozenset[str] | None = None) -> bytes:
+    """A safetensors file whose entries in `bf16` (None: all) are BF16 (`arrays`: exact
+    bfloat16 values there), the others in their own dtype."""
     header: dict[str, Any] = {"__metadata__": metadata}
     chunks, offset = [], 0
+    codes = {np.dtype(v): k for k, v in _FILE_DTYPES.items()}
     for name in sorted(arrays):
-        bits = to_bfloat16_bits(arrays[name]).astype("<u2").tobytes()
-        header[name] = {"dtype": "BF16", "shape": list(np.shape(arrays[name])),
+        arr = np.asarray(arrays[name])
+        if bf16 is None or name in bf16:
+            code, bits = "BF16", to_bfloat16_bits(arr).astype("<u2").tobytes()
+        else:
+            code = codes[arr.dtype]
+            bits = np.ascontiguousarray(arr, dtype=arr.dtype.newbyteorder("<")).tobytes()
+        header[name] = {"dtype": code, "shape": list(np.shape(arr)),
                         "data_offsets": [offset, offset + len(bits)]}
         chunks.append(bits)
         offset += len(bits)

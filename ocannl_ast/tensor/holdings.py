@@ -159,7 +159,11 @@ def _declared(t: Tensor) -> str:
     return f" (declared at {span.file}:{span.line})" if span is not None else ""
 
 
-def match(source: Path, entries: Entries, want: Mapping[str, Tensor], dtype: np.dtype[Any],
+#: the dtype a held tensor's entry must have (its `ctx.get` dtype)
+DtypeOf = Callable[[Tensor], np.dtype[Any]]
+
+
+def match(source: Path, entries: Entries, want: Mapping[str, Tensor], dtype: DtypeOf,
           by: str, scratch: Container[str] = ()) -> dict[str, str]:
     """The held tensors' names in the context -> the file's entry that loads into each,
     every entry checked for dims and dtype; a `CheckpointError` when they do not match one
@@ -175,12 +179,12 @@ def match(source: Path, entries: Entries, want: Mapping[str, Tensor], dtype: np.
         raise CheckpointError(_name_mismatch(source, entries, want, dtype, missing, extra),
                               user_span())
     for name, t in sorted(want.items()):
-        check_entry(source, name, entries.arrays[name], t.dims(), dtype)
+        check_entry(source, name, entries.arrays[name], t.dims(), dtype(t))
     return {n: n for n in want}
 
 
 def _name_mismatch(source: Path, entries: Entries, want: Mapping[str, Tensor],
-                   dtype: np.dtype[Any], missing: list[str], extra: list[str]) -> str:
+                   dtype: DtypeOf, missing: list[str], extra: list[str]) -> str:
     if missing:
         first = want[missing[0]]
         msg = (f"checkpoint {source} is missing the entry {names(missing)} that this "
@@ -201,7 +205,7 @@ def _name_mismatch(source: Path, entries: Entries, want: Mapping[str, Tensor],
 
 
 def _by_order(source: Path, entries: Entries, by_name: Mapping[str, Tensor],
-              dtype: np.dtype[Any]) -> dict[str, str]:
+              dtype: DtypeOf) -> dict[str, str]:
     if entries.order is None:
         raise CheckpointError(f"checkpoint {source} records no creation order (written by "
                               "another tool or an older version): load it by name",
@@ -226,7 +230,7 @@ def _by_order(source: Path, entries: Entries, by_name: Mapping[str, Tensor],
     for name, key in sorted(mine.items(), key=lambda kv: _sort_key(kv[1])):
         t, theirs_name = by_name[name], theirs[key]
         what = f"{_place(key)} '{name}'{_declared(t)}"
-        check_entry(source, theirs_name, entries.arrays[theirs_name], t.dims(), dtype, what)
+        check_entry(source, theirs_name, entries.arrays[theirs_name], t.dims(), dtype(t), what)
         out[name] = theirs_name
     return out
 

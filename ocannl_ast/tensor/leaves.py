@@ -14,7 +14,7 @@ from .. import naming
 from ..errors import ArgumentError, RuntimeDataError, ShapeError, user_span
 from ..infer.constraints import Origin, RowEq
 from ..infer.shape import DimsArg, Shape, join_shapes
-from . import validate
+from . import precisions, validate
 from .builders import accum
 from .init_strategies import InitStrategy
 from .node import BatchList, Init, Tensor, current_record, no_grad
@@ -77,15 +77,26 @@ def _wants_grad(spec: str, default: bool) -> bool:
 
 
 def ndarray(values: Any, *, batch_axes: int = 0, input_axes: int = 0,
-            label: str | None = None, grad_spec: str = "prohibit") -> Tensor:
+            label: str | None = None, grad_spec: str = "prohibit",
+            precision: str | None = None) -> Tensor:
     """Non-differentiable constant data. Example: ``ndarray([(1, 2), (3, 4)])`` has shape
-    ``2->2``... as OCANNL's `[ (1, 2); (3, 4) ]`: outputs 2, inputs 2."""
+    ``2->2``... as OCANNL's `[ (1, 2); (3, 4) ]`: outputs 2, inputs 2. `precision`: how
+    its cells are stored (None: the context's; "uint32", "uint64", "int32" for ids;
+    `tensor.precisions`)."""
     validate.ndarray_args(values, batch_axes, input_axes, label, grad_spec)
+    prec = precisions.parse("ndarray", precision, integers=True)
     arr, nb, no, _ni = literal_array(values, batch_axes, input_axes)
     dims = arr.shape
     shape = Shape.make(label or "ndarray", batch_dims=dims[:nb], output_dims=dims[nb:nb + no],
                        input_dims=dims[nb + no:], is_terminal=True)
     t = Tensor(label or "ndarray", shape, Init.CONST, diff=_wants_grad(grad_spec, False))
+    _no_integer_grad("ndarray", t, prec)
+    if prec is not None:
+        if prec.is_integer:  # checked now, at the user's line, as ctx.set would
+            exact = isinstance(values, np.ndarray) and values.dtype.kind in "iu"
+            arr = precisions.host_values(prec, t.label, values.reshape(arr.shape) if exact
+                                         else arr)  # integer data: not through float64
+        t.precision = prec
     t.init_value = np.ascontiguousarray(arr)
     return t
 
@@ -110,7 +121,8 @@ def _num_label(x: float) -> str:
 
 
 def param(name: str, *, output_dims: DimsArg = None, input_dims: DimsArg = None,
-          batch_dims: DimsArg = None, init: Any = None, grad_spec: str = "require") -> Tensor:
+          batch_dims: DimsArg = None, init: Any = None, grad_spec: str = "require",
+          precision: str | None = None) -> Tensor:
     """A differentiable parameter; output/input dims left None are inferred; batch dims
     default to none (as in OCANNL: a parameter is shared across the batch). init: None
     (uniform random in [-1, 1)), a number, an array, a Tensor, or an `oc.init` strategy
@@ -123,9 +135,13 @@ def param(name: str, *, output_dims: DimsArg = None, input_dims: DimsArg = None,
     (`tensor.name`, e.g. "mlp.linear_1.w"; see `ocannl_ast.naming`), so unrelated tensors
     created first do not change it and two params both declared "w" still differ.
 
+    `precision`: how its value (and gradient) cells are stored, e.g. "bfloat16" in a float32
+    context, or "float32" (a master copy) in a bfloat16 one; None: the context's.
+
     Example: ``w = param("w", input_dims=[2], output_dims=[16])``.
     """
     validate.leaf_args("param", name, output_dims, input_dims, batch_dims, grad_spec)
+    prec = precisions.parse("param", precision, integers=False)
     if not isinstance(init, InitStrategy):
         validate.param_init(init)
     if isinstance(init, np.ndarray | list | tuple) and output_dims is None and \
@@ -141,6 +157,7 @@ def param(name: str, *, output_dims: DimsArg = None, input_dims: DimsArg = None,
                name=naming.declare(name))
     t.init_key = (t.name, 0)
     t.init_value = init
+    t.precision = prec
     if isinstance(init, Tensor):
         with no_grad():  # the init expression is computed once, by the init routine
             t.init_code = init.forward_all() + accum(t.value, "=:", init)
@@ -148,14 +165,27 @@ def param(name: str, *, output_dims: DimsArg = None, input_dims: DimsArg = None,
 
 
 def term(name: str, *, output_dims: DimsArg = None, input_dims: DimsArg = None,
-         batch_dims: DimsArg = None, grad_spec: str = "prohibit") -> Tensor:
+         batch_dims: DimsArg = None, grad_spec: str = "prohibit",
+         precision: str | None = None) -> Tensor:
     """A placeholder whose value the caller sets (``ctx.set``); with
-    ``grad_spec="require"`` backprop also computes its gradient (e.g. w.r.t. inputs)."""
+    ``grad_spec="require"`` backprop also computes its gradient (e.g. w.r.t. inputs).
+    `precision`: how its cells are stored, as `ndarray`'s."""
     validate.leaf_args("term", name, output_dims, input_dims, batch_dims, grad_spec)
+    prec = precisions.parse("term", precision, integers=True)
     shape = Shape.make(name, batch_dims=batch_dims, output_dims=output_dims,
                        input_dims=input_dims, is_terminal=True)
-    return Tensor(name, shape, Init.CONST, diff=_wants_grad(grad_spec, False),
-                  name=naming.declare(name))
+    t = Tensor(name, shape, Init.CONST, diff=_wants_grad(grad_spec, False),
+               name=naming.declare(name))
+    _no_integer_grad("term", t, prec)
+    t.precision = prec
+    return t
+
+
+def _no_integer_grad(fn: str, t: Tensor, prec: Any) -> None:
+    if t.diff and prec is not None and prec.is_integer:
+        raise ArgumentError(f"{fn}: '{t.label}' is differentiable (grad_spec), but its "
+                            f"precision {prec.value} is an integer one: ids have no gradient",
+                            user_span())
 
 
 def _slot_number(slot: str) -> int | None:

@@ -22,7 +22,7 @@ from ..infer.logic import BatchSlice, Logic
 from ..infer.padding import Margins, padded_dims
 from ..infer.shape import Shape
 from ..lowering import assignments as A
-from ..lowering.loop_ir import BinOp, Buffer, Symbol, VecUnOp
+from ..lowering.loop_ir import BinOp, Buffer, Precision, Symbol, VecUnOp
 from ..truthiness import abs_error, truth_value_error
 
 _ids = itertools.count(1)
@@ -127,6 +127,8 @@ class Tensor:
         self.init_code = Code()  #: PARAM/CONST with a tensor-expression init: the copy
         self._grad_code: Code | None = None
         self.uint4x32 = False  #: cells are 128-bit threefry words (seed 001), not numbers
+        #: its own storage precision (`tensor.precisions`); None: the context's
+        self.precision: Precision | None = None
         #: params: the stable identity keying the default random init (unique name, 0)
         self.init_key: tuple[str, int] | None = None
 
@@ -155,7 +157,7 @@ class Tensor:
         bid = buffer_id(owner, kind)
         return Buffer(bid, _ident(owner.label) + ("_grad" if kind is NodeKind.GRAD else ""),
                       padded_dims(owner.dims(), layout.get(bid) or None if layout else None),
-                      owner.uint4x32)
+                      owner.uint4x32, precision=None if owner.uint4x32 else owner.precision)
 
     def base(self) -> Tensor:
         """The tensor owning the buffers (an alias's target)."""

@@ -1,9 +1,8 @@
 """The compile pipeline, read top to bottom: Code -> close shapes -> projections ->
 assignments IR -> simplify -> loop IR -> fold constants -> unroll -> inline -> fuse epilogues
 -> interchange, fuse nests, parallel loops (`pipeline_passes`) -> bind static arguments -> a
-backend renders or compiles it. Each pass is a function from one IR
-to the next (the loop-IR passes also return what they decided); `STAGES` lists them in
-order; with OCANNL_AST_CHECK=1 the assignments IR is verified after each stage that makes
+backend renders or compiles it. Each pass is a function from one IR to the next (the loop-IR
+passes also return what they decided); `STAGES` lists them in order; with OCANNL_AST_CHECK=1 the assignments IR is verified after each stage that makes
 it, and the loop IR once, after the last loop-IR stage.
 """
 
@@ -54,6 +53,7 @@ from .pipeline_passes import (
     unroll_loops,
 )
 from .plain_set import check_plain_set
+from .precisions import kept as kept_precisions
 
 #: closing shapes and lowering touch solver state shared by every tensor of a graph
 lowering_lock = threading.RLock()
@@ -374,12 +374,12 @@ def with_escaping(code: Code, opts: Options) -> Options:
     """`opts` keeping every held-out tensor's buffers (params, their grads, optimizer
     state, data) and folding the number constants (`oc.number`, literals) not in
     `opts.no_fold`."""
-    keep = set(opts.keep)
+    keep = set(opts.keep) | kept_precisions(code.tensors(), opts.precision)  # own storage
     constants: dict[int, float] = dict(opts.constants)
     for t in held_out(code.tensors()):
         keep.update(buffer_ids(t))  # its value and grad buffers
         if t.init is Init.CONST and isinstance(t.init_value, float) and buffer_id(t) not in \
-                opts.no_fold:
+                opts.no_fold and t.precision is None:  # own storage: read as stored
             constants[buffer_id(t)] = t.init_value
     return dataclasses.replace(opts, keep=frozenset(keep),
                                constants=tuple(sorted(constants.items())))

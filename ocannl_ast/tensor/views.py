@@ -54,7 +54,7 @@ def buffer_of(ref: NodeRef, layout: Mapping[int, Margins]) -> Buffer:
         m = _padded(parent_ref.tensor.base(), layout) or tuple((0, 0) for _ in parent.dims)
         view = View(parent, (IndexExpr(((1, sym),), m[0][0]),), tuple(lo for lo, _ in m[1:]),
                     ((sym, bound),))
-    return Buffer(buf.id, buf.name, buf.dims, buf.uint4x32, view)
+    return Buffer(buf.id, buf.name, buf.dims, buf.uint4x32, view=view, precision=buf.precision)
 
 
 def viewed(ref: NodeRef, layout: Mapping[int, Margins]) -> tuple[Tensor, str] | None:

@@ -15,6 +15,7 @@ import ocannl_ast as oc
 from ocannl_ast.backends import CudaBackend, cuda_nvrtc
 from ocannl_ast.backends.cuda_backend import plan_cuda, render_cuda
 from ocannl_ast.lowering.loop_ir import (
+    ROUTINE_PRECISIONS,
     Binary,
     BinOp,
     Buffer,
@@ -159,14 +160,14 @@ def test_cpp_keywords_as_buffer_names_are_renamed() -> None:
 # ---- NVRTC ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("precision", list(Precision))
+@pytest.mark.parametrize("precision", ROUTINE_PRECISIONS)
 @pytest.mark.parametrize("op", cc.OPS, ids=lambda o: o.name)
 def test_every_op_compiles_to_ptx(op, precision: Precision) -> None:
     _nvrtc_or_skip()
     _ptx_clean(f"op_{op.name.lower()}", render_cuda(cc.op_program(op, 11, precision)))
 
 
-@pytest.mark.parametrize("precision", list(Precision))
+@pytest.mark.parametrize("precision", ROUTINE_PRECISIONS)
 def test_threefry_fill_compiles(precision: Precision) -> None:
     _nvrtc_or_skip()
     x = Buffer(1, "x", (6,))

@@ -156,7 +156,10 @@ def test_bfloat16_checkpoint_reads_in_torch(tmp_path: Path) -> None:
 # ---- training -----------------------------------------------------------------------------
 
 
-def _train_moons(precision: str, n: int = 512, batch: int = 32, epochs: int = 20) -> float:
+def _train_moons(precision: str, n: int = 512, batch: int = 32, epochs: int = 20,
+                 params: str | None = None) -> float:
+    """Accuracy of the moons MLP trained in a context of `precision`, its params stored in
+    `params` (None: the context's precision)."""
     mo = _example("moons")
     oc.set_seed(1)
     xs, ys = mo.half_moons(n, 0.1, 1)
@@ -167,6 +170,8 @@ def _train_moons(precision: str, n: int = 512, batch: int = 32, epochs: int = 20
     model = mo.make_model()
     margin = oc.relu(1.0 - y_all.batch_slice(b) * model(x_all.batch_slice(b)))
     loss = oc.einsum("b|o=>o", margin) * (1.0 / batch)
+    for p in loss.params() if params is not None else ():
+        oc.set_precision(p, params)
     lr = oc.node("learning_rate", output_dims=[1])
     ctx = oc.Context(precision=precision)
     train = ctx.compile([oc.grad_update(loss), mo.decaying_lr(lr, 0.1, step, float(epochs * nb)),
@@ -191,7 +196,10 @@ def test_moons_mlp_trains_in_16_bit_storage() -> None:
         assert acc >= ref - ACCURACY_TOLERANCE, (precision, acc, ref)
 
 
-def _train_digits(precision: str, eps: float, epochs: int = 3) -> float:
+def _train_digits(precision: str, eps: float, epochs: int = 3, params: str | None = None
+                  ) -> float:
+    """Test accuracy of the digits conv net trained with Adam in a context of `precision`,
+    its params stored in `params` (None: the context's precision)."""
     dg = _example("digits")
     oc.set_seed(0)
     x_train, y_train, x_test, y_test = dg.load_digits_split(0.2, 0)
@@ -202,6 +210,8 @@ def _train_digits(precision: str, eps: float, epochs: int = 3) -> float:
     b = oc.static_index("batch")
     model = dg.make_model(8)
     loss = oc.nn.cross_entropy(model(x_all.batch_slice(b)), t_all.batch_slice(b))
+    for p in loss.params() if params is not None else ():
+        oc.set_precision(p, params)
     ctx = oc.Context(precision=precision)
     train = ctx.compile([oc.grad_update(loss), oc.adam_update(loss, learning_rate=0.01, eps=eps)])
     for epoch in range(epochs):
@@ -224,6 +234,54 @@ def test_digits_conv_net_trains_in_16_bit_storage() -> None:
     for precision, eps in (("bfloat16", 1e-8), ("float16", 1e-4)):
         acc = _train_digits(precision, eps)
         assert acc >= ref - ACCURACY_TOLERANCE, (precision, acc, ref)
+
+
+#: (context precision, params precision): float32 master weights under bfloat16 activations
+#: (docs/precision.md recommends it), float16 ones likewise, and the reverse, bfloat16
+#: weights under float32 activations
+MIXED = (("bfloat16", "float32"), ("float16", "float32"), ("float32", "bfloat16"))
+
+
+def test_moons_mlp_trains_with_mixed_precisions() -> None:
+    """320 SGD steps per configuration: each within ACCURACY_TOLERANCE of float32."""
+    ref = _train_moons("float32")
+    assert ref >= 0.95
+    for ctx_prec, params in MIXED:
+        acc = _train_moons(ctx_prec, params=params)
+        assert acc >= ref - ACCURACY_TOLERANCE, (ctx_prec, params, acc, ref)
+
+
+def test_digits_conv_net_trains_with_mixed_precisions() -> None:
+    """5 epochs (220 Adam steps) per configuration: each within ACCURACY_TOLERANCE of
+    float32. Adam's state has the context's precision: in float16 the default eps needs
+    raising there too (docs/precision.md)."""
+    pytest.importorskip("sklearn", reason="the digits data set ships with scikit-learn")
+    ref = _train_digits("float32", 1e-8, epochs=5)
+    assert ref >= 0.9
+    for ctx_prec, params in MIXED:
+        eps = 1e-4 if ctx_prec == "float16" else 1e-8
+        acc = _train_digits(ctx_prec, eps, epochs=5, params=params)
+        assert acc >= ref - ACCURACY_TOLERANCE, (ctx_prec, params, acc, ref)
+
+
+def test_mixed_checkpoint_reads_in_torch(tmp_path: Path) -> None:
+    """A float32 context holding bfloat16, float16 and float32 params writes each entry
+    in its own dtype: PyTorch's safetensors reader gets those dtypes and values."""
+    torch = pytest.importorskip("torch", reason="the mixed file cross-checked with PyTorch")
+    from safetensors.torch import load_file
+
+    oc.set_seed(3)
+    ctx = oc.Context()
+    ws = {p: oc.param(f"w_{p}", input_dims=[5], output_dims=[2], precision=p)
+          for p in ("bfloat16", "float16", "float32")}
+    ones = oc.ndarray(np.ones(5), label="ones")
+    ctx.compile([(w @ ones).forward for w in ws.values()])()
+    ctx.save(tmp_path / "m.safetensors")
+    got = load_file(str(tmp_path / "m.safetensors"))
+    for p, w in ws.items():
+        t = got[f"w_{p}"]
+        assert t.dtype == getattr(torch, p)
+        np.testing.assert_array_equal(t.float().numpy(), ctx.get(w).astype(np.float32))
 
 
 def test_16_bit_context_is_not_data_parallel() -> None:

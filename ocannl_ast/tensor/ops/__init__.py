@@ -26,6 +26,7 @@ from .elementwise import (
 from .movement import batch_slice, range_, static_index, transpose
 from .pointwise import (
     add,
+    cast,
     cos,
     div,
     eq,
@@ -60,6 +61,7 @@ __all__ = [
     "binary_op",
     "block_literal",
     "capture",
+    "cast",
     "clamp",
     "concat",
     "cos",

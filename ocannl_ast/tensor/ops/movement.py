@@ -12,7 +12,7 @@ from ...errors import ArgumentError
 from ...infer.logic import BatchSlice, Transpose
 from ...infer.projections import fresh_symbol
 from ...rewrite import make_decorator
-from .. import validate
+from .. import precisions, validate
 from ..builders import accum
 from ..node import CheckItem, Code, NodeRef, StaticIndex, Tensor
 from .base import apply
@@ -33,7 +33,7 @@ def _id_grad(g, g1, projections):
 
 def transpose(x: Any) -> Tensor:
     """Swap input and output axes (batch axes kept)."""
-    return apply("transpose", Transpose(), _copy_op, _id_grad, x)
+    return precisions.inherit_ids(apply("transpose", Transpose(), _copy_op, _id_grad, x), x)
 
 
 # ---- batch slicing ---------------------------------------------------------------------------
@@ -58,7 +58,8 @@ def batch_slice(x: Any, index: StaticIndex) -> Tensor:
     if not isinstance(index, StaticIndex):
         validate.fail(ArgumentError, "batch_slice takes an oc.static_index(...), got "
                       f"{validate.describe(index)}")
-    return apply("batch_slice", BatchSlice(index.symbol), _slice_op, _id_grad, x)
+    return precisions.inherit_ids(
+        apply("batch_slice", BatchSlice(index.symbol), _slice_op, _id_grad, x), x)
 
 
 # ---- range -----------------------------------------------------------------------------------

@@ -8,8 +8,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ...errors import ArgumentError, user_span
 from ...infer.logic import Pointwise
 from ...rewrite import make_decorator
+from .. import precisions
 from ..node import Tensor
 from .base import Asn, apply
 from .with_spec import apply_spec
@@ -304,3 +306,23 @@ def _copy_op(v, v1, projections):
 def stop_gradient(x: Any) -> Tensor:
     """The same values, not differentiable: no gradient flows through."""
     return apply("stop_gradient", Pointwise(), _copy_op, None, x)
+
+
+@cd
+def _cast_grad(g, g1, projections):
+    g1 += g
+
+
+def cast(x: Any, precision: str) -> Tensor:
+    """`x`'s values stored in `precision` ("float16", "bfloat16", "float32", "float64"),
+    whatever the context's: a copy rounded to nearest even where it is stored, read back
+    exactly by every consumer (`tensor.precisions`); the gradient passes through unchanged
+    (its cells are stored in `precision` too). Example: ``h = oc.cast(oc.relu(x @ w),
+    "bfloat16")``."""
+    p = precisions.parse("cast", precision, integers=False)
+    if p is None:
+        raise ArgumentError("cast: precision must be a precision name, got None",
+                            user_span())
+    t = apply("cast", Pointwise(), _copy_op, _cast_grad, x)
+    t.precision = p
+    return t
