@@ -76,7 +76,7 @@ def share_storage(prog: LoopProgram, keep: frozenset[int], padded: frozenset[int
     cands = [b for b in prog.buffers if b.id in life and b.id not in keep
              and b.id not in padded and b.id not in vec_written and not b.uint4x32
              and math.prod(b.dims) >= min_elems
-             and _full_write(us[life[b.id][0]], b)]
+             and full_write(us[life[b.id][0]], b)]
     if not cands:
         return Shared(prog, frozenset(), 0, 0, 0)
     place, sizes = _place(cands, life, us, acc)
@@ -103,7 +103,7 @@ def _arena_id(prog: LoopProgram, k: int, cells: int) -> int:
     return -(1 + k + MAX_ARENAS * cells)
 
 
-def _full_write(u: Stmt, b: Buffer) -> bool:
+def full_write(u: Stmt, b: Buffer) -> bool:
     """Whether unit `u` writes every cell of `b` (once) before any read of it: the first
     statement touching `b` writes it without reading it, injectively over as many
     iterations as `b` has cells, and every other access is at the written cell."""

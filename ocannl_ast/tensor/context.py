@@ -24,6 +24,7 @@ from .. import naming
 from ..errors import ArgumentError, BackendError, CheckpointError, RuntimeDataError, user_span
 from ..infer.padding import Margins
 from ..lowering import assignments as A
+from ..lowering.asgn_analysis import Lifetimes, lifetimes
 from ..lowering.loop_ir import Buffer, LoopProgram, Precision, cell_elems
 from . import checkpoint, half, holdings, id_checks, pipeline, schedules, validate
 from .escape import user_held
@@ -40,6 +41,8 @@ class MemoryReport:
     buffers: int  #: how many arrays
     state_bytes: int  #: of arrays kept across runs (params, grads, optimizer state, data)
     live_peak_bytes: int  #: most intermediate bytes live at once in one routine
+    #: the part of `state_bytes` held for params: their values and grads, optimizer state
+    static_bytes: int = 0
 
     @property
     def bound_bytes(self) -> int:
@@ -53,8 +56,10 @@ class MemoryReport:
 
     def __str__(self) -> str:
         return (f"{self.allocated_bytes / 1e6:.2f} MB in {self.buffers} buffers; state "
-                f"{self.state_bytes / 1e6:.2f} MB + live peak {self.live_peak_bytes / 1e6:.2f} "
-                f"MB = {self.bound_bytes / 1e6:.2f} MB ({self.ratio:.2f}x the bound)")
+                f"{self.state_bytes / 1e6:.2f} MB (params, grads, optimizer state "
+                f"{self.static_bytes / 1e6:.2f} MB) + live peak "
+                f"{self.live_peak_bytes / 1e6:.2f} MB = {self.bound_bytes / 1e6:.2f} MB "
+                f"({self.ratio:.2f}x the bound)")
 
 _defaults_lock = threading.Lock()
 _defaults: dict[tuple[str, str], Context] = {}
@@ -119,8 +124,8 @@ class Context:
         #: tensor ids whose values were set here other than by their initialization
         self.assigned: set[int] = set()
         self.routines: list[Routine] = []  #: the routines compiled here (for recompiling)
-        #: routine name -> most cells of its intermediates live at once (`memory_report`)
-        self.live_cells: dict[str, int] = {}
+        #: routine name -> its buffers' lifetimes by its assignments (`memory_report`)
+        self.lifetimes: dict[str, Lifetimes] = {}
         #: buffer id -> padding margins of every buffer laid out here (() unpadded): the
         #: pipeline decides them at a buffer's first compilation, they stay fixed after
         self.layout: dict[int, Margins] = {}
@@ -339,25 +344,29 @@ class Context:
                                 fusion_limit=self.backend.fusion_limit,
                                 layout=self.layout, projections=self.projections)
         out = pipeline.run(code, opts)
-        from ..lowering.arena import live_peak_cells
-
-        before = dict(out.trace).get("parallel", out.prog)  # before storage was shared
-        self.live_cells[out.prog.name] = live_peak_cells(before, opts.keep)
+        self.lifetimes[out.prog.name] = lifetimes(out.asgn)
         return out
 
     def memory_report(self) -> MemoryReport:
         """The bytes this context's buffers hold, against what an allocator by liveness
         needs: the kept state (params, grads, optimizer state, data, whatever routines
-        share) plus the most intermediate bytes one routine has live at once.
+        share), each buffer once, plus the most intermediate bytes one routine has live at
+        once by its assignments (`lowering.asgn_analysis.lifetimes`: independent of what
+        the compiler inlines or how it shares storage).
         Example: ``print(ctx.memory_report())``."""
         with self.lock:
             item = np.dtype(self.storage_dtype).itemsize
             allocated = sum(a.nbytes for a in self.arrays.values())
             held = self._held_buffers()
-            state = sum(a.nbytes for b, a in self.arrays.items() if b in self.escaping
-                        or b in self.user_set or b in held)
-            peak = max(self.live_cells.values(), default=0) * item
-            return MemoryReport(allocated, len(self.arrays), state, peak)
+            state_ids = {b for b in self.arrays if b in self.escaping or b in self.user_set
+                         or b in held}
+            state = sum(self.arrays[b].nbytes for b in state_ids)
+            static = sum(self.arrays[b].nbytes for b in state_ids if b in held)
+            names = {r.name for r in self.routines}
+            kept = self.escaping | self.user_set | held
+            peak = max((lt.peak_cells(kept) for n, lt in self.lifetimes.items()
+                        if n in names), default=0) * item
+            return MemoryReport(allocated, len(self.arrays), state, peak, static)
 
     def _held_buffers(self) -> frozenset[int]:
         """The value and grad buffer ids of the held-out tensors (params, optimizer state)."""
