@@ -24,6 +24,7 @@ from .. import naming
 from ..errors import ArgumentError, BackendError, CheckpointError, RuntimeDataError, user_span
 from ..infer.padding import Margins
 from ..lowering import assignments as A
+from ..lowering.arena import SCRATCH_ID, scratch_span
 from ..lowering.asgn_analysis import Lifetimes, lifetimes
 from ..lowering.loop_ir import Buffer, LoopProgram, Precision, cell_elems
 from . import checkpoint, half, holdings, id_checks, pipeline, schedules, validate
@@ -103,6 +104,7 @@ class Context:
         self.dtype = half.VALUE_DTYPE[self.precision].type
         self.storage_dtype = half.STORAGE_DTYPE[self.precision].type
         self.arrays: dict[int, np.ndarray] = {}
+        self._scratch_views: dict[int, np.ndarray] = {}  #: arena id -> its view (`_scratch`)
         self.available: set[int] = set()
         self.initialized: set[int] = set()
         self.lock = threading.RLock()  #: serializes init, routine calls, get/set/eval
@@ -151,6 +153,9 @@ class Context:
         """The host array of a buffer (margins included). A buffer set or read before its
         padding margins were frozen is re-laid out, keeping its logical values."""
         with self.lock:
+            span = scratch_span(buf.id)
+            if span is not None:
+                return self._scratch(buf.id, *span)
             arr = self.arrays.get(buf.id)
             if arr is not None and arr.shape != buf.dims and not buf.uint4x32:
                 new = np.zeros(buf.dims, dtype=self.storage_dtype)
@@ -163,6 +168,21 @@ class Context:
                 arr = np.zeros(shape, dtype=self.storage_dtype)
                 self.arrays[buf.id] = arr
             return arr
+
+    def _scratch(self, buf_id: int, start: int, cells: int) -> np.ndarray:
+        """An arena's array: cells `start` to `start + cells` of the one scratch block of
+        every routine here (`lowering.arena.arena_id`), grown when a routine needs more
+        (routines then re-bind theirs)."""
+        block = self.arrays.get(SCRATCH_ID)
+        if block is None or block.size < start + cells:
+            if block is not None:
+                self.arrays_epoch += 1
+            block = self.arrays[SCRATCH_ID] = np.zeros(start + cells, self.storage_dtype)
+            self._scratch_views = {}
+        view = self._scratch_views.get(buf_id)
+        if view is None:
+            view = self._scratch_views[buf_id] = block[start:start + cells]
+        return view
 
     def get(self, x: Tensor | NodeRef) -> np.ndarray:
         """A copy of a tensor's value (or `t.grad`), axes batch, output, input."""

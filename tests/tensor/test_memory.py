@@ -22,7 +22,7 @@ from ocannl_ast.lowering.loop_ir import BinOp, Buffer, Comment, Symbol, index_of
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is not installed")
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-import transformer_model as tm  # noqa: E402
+import transformer_model as tm
 
 #: the quick model with activations large enough for the arenas (>= 64 cells)
 SMALL = dataclasses.replace(tm.QUICK, d_model=16, hidden=32, context=8, batch=4)
