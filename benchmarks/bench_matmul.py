@@ -1,4 +1,4 @@
-"""float32 matmul (n = 512 and 1024) and a batched matmul: ocannl_ast's compiled
+"""float32 matmul (n = 512, 1024 and 2048) and a batched matmul: ocannl_ast's compiled
 `oc.einsum("ij;jk=>ik", a, b)` against NumPy (its BLAS) limited to 1 and to 2 threads.
 
 ocannl_ast is measured with its contraction kernel at 1 thread (the default) and at 2
@@ -36,8 +36,9 @@ from common import (
 #: name -> (einsum spec, shape of a, shape of b, target at 1 thread, target at 2 threads)
 Case = tuple[str, tuple[int, ...], tuple[int, ...], float | None, float | None]
 FULL: dict[str, Case] = {
-    "matmul n=512": ("ij;jk=>ik", (512, 512), (512, 512), 0.6, 0.5),
-    "matmul n=1024": ("ij;jk=>ik", (1024, 1024), (1024, 1024), 0.6, 0.5),
+    "matmul n=512": ("ij;jk=>ik", (512, 512), (512, 512), 0.9, 0.5),
+    "matmul n=1024": ("ij;jk=>ik", (1024, 1024), (1024, 1024), 0.9, 0.5),
+    "matmul n=2048": ("ij;jk=>ik", (2048, 2048), (2048, 2048), 0.9, 0.5),
     "batched matmul 32x(128x128 @ 128x128)": ("bij;bjk=>bik", (32, 128, 128), (32, 128, 128),
                                               None, None),
 }

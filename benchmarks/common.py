@@ -233,10 +233,19 @@ class HandRoutine:
         if len(arrays) != self._n[0] or len(static_args) != self._n[1]:
             raise RuntimeError("wrong number of arguments")
         if arrays is not self._last_seq:
-            for a in arrays:
-                assert a.dtype == np.float32 and a.flags.c_contiguous
-            self._ptrs = tuple(self.ffi.from_buffer("float[]", a) for a in arrays)
+            self._ptrs = self._export(arrays)
         self._last_seq = arrays
         code = self._fn(*self._ptrs, *static_args)
         if code != 0:
             raise RuntimeError(f"hand-written routine failed with code {code}")
+
+    def bare(self, arrays: Sequence[np.ndarray]) -> Callable[..., int]:
+        """The C function over these arrays' pointers, called with the static arguments
+        only: no Python between the caller and cffi (for comparing C codes alone)."""
+        fn, ptrs = self._fn, self._export(arrays)
+        return lambda *static_args: fn(*ptrs, *static_args)
+
+    def _export(self, arrays: Sequence[np.ndarray]) -> tuple[Any, ...]:
+        for a in arrays:
+            assert a.dtype == np.float32 and a.flags.c_contiguous
+        return tuple(self.ffi.from_buffer("float[]", a) for a in arrays)

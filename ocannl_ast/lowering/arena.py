@@ -46,6 +46,10 @@ MIN_ELEMS = 64
 ALIGN = 16
 #: arenas at most per routine
 MAX_ARENAS = 6
+#: arena ids encode their start and size (`arena_id`): sizes stay below this many cells
+_SPAN = 1 << 40
+#: the id under which a context holds the scratch block of its routines' arenas
+SCRATCH_ID = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,13 +80,15 @@ def share_storage(prog: LoopProgram, keep: frozenset[int], padded: frozenset[int
     cands = [b for b in prog.buffers if b.id in life and b.id not in keep
              and b.id not in padded and b.id not in vec_written and not b.uint4x32
              and b.precision is None and math.prod(b.dims) >= min_elems
-             and _full_write(us[life[b.id][0]], b)]
+             and full_write(us[life[b.id][0]], b)]
     if not cands:
         return Shared(prog, frozenset(), 0, 0, 0)
     place, sizes = _place(cands, life, us, acc)
     if not place:
         return Shared(prog, frozenset(), 0, 0, 0)
-    arenas = [Buffer(_arena_id(prog, k, n), f"arena{k}", (n,)) for k, n in enumerate(sizes)]
+    starts = [sum(sizes[:k]) for k in range(len(sizes))]
+    arenas = [Buffer(arena_id(at, n), f"arena{k}", (n,))
+              for k, (at, n) in enumerate(zip(starts, sizes, strict=True))]
     out = _rewrite(us, place, arenas, prog, acc)
     shared = frozenset(place)
     by_id = {b.id: b for b in prog.buffers}
@@ -97,13 +103,23 @@ def share_storage(prog: LoopProgram, keep: frozenset[int], padded: frozenset[int
     return Shared(body, shared, sep, sum(sizes), peak)
 
 
-def _arena_id(prog: LoopProgram, k: int, cells: int) -> int:
-    """A buffer id no tensor has (negative), the same for arenas of the same size and
-    position: contexts reuse one array for them (their contents never outlive a run)."""
-    return -(1 + k + MAX_ARENAS * cells)
+def arena_id(start: int, cells: int) -> int:
+    """The buffer id of an arena of `cells` cells at cell `start` of its routine's scratch
+    (its arenas one after another): negative, no tensor has it. A context stores every
+    routine's scratch in one block (`scratch_span`): a routine's arenas never overlap, two
+    routines' may (their contents never outlive a run, and routines run one at a time)."""
+    return -(2 + start * _SPAN + cells)
 
 
-def _full_write(u: Stmt, b: Buffer) -> bool:
+def scratch_span(buf_id: int) -> tuple[int, int] | None:
+    """(start, cells) of the arena with this buffer id (`arena_id`); None for a buffer
+    that is not an arena. Example: ``scratch_span(arena_id(64, 32))`` is ``(64, 32)``."""
+    if buf_id > -2:
+        return None
+    return divmod(-buf_id - 2, _SPAN)
+
+
+def full_write(u: Stmt, b: Buffer) -> bool:
     """Whether unit `u` writes every cell of `b` (once) before any read of it: the first
     statement touching `b` writes it without reading it, injectively over as many
     iterations as `b` has cells, and every other access is at the written cell."""

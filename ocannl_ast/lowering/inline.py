@@ -26,6 +26,10 @@ from .loop_ir import (
     Stmt,
     Symbol,
     SymbolValue,
+    Ternary,
+    TernOp,
+    Unary,
+    UnOp,
 )
 from .nests import body_units, cellwise, noted
 from .walk import (
@@ -43,6 +47,16 @@ from .walk import (
 #: reads per cell up to which a pointwise node is recomputed at each reader (OCANNL's
 #: `max_visits`); 1: never recompute, only move the computation into its single reader
 MAX_VISITS = 1
+#: a cheap node (`cheap`: a few additions, products, comparisons of values the routine holds
+#: anyway at its last reader) is recomputed at up to this many reads per cell rather than
+#: stored: a forward value read again by the backward pass costs no memory then
+CHEAP_VISITS = 4
+#: the most operations a cheap node's expression has
+CHEAP_OPS = 8
+_CHEAP = frozenset({UnOp.IDENTITY, UnOp.NEG, UnOp.RELU, UnOp.SAT01, UnOp.NOT, UnOp.SIGN,
+                    BinOp.ADD, BinOp.SUB, BinOp.MUL, BinOp.MAX, BinOp.MIN, BinOp.LT, BinOp.LE,
+                    BinOp.EQ, BinOp.NE, BinOp.ARG1, BinOp.ARG2, BinOp.RELU_GATE,
+                    BinOp.SAT01_GATE, BinOp.OR, BinOp.AND, TernOp.WHERE})
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +84,7 @@ def inline(prog: LoopProgram, escaping: frozenset[int], max_visits: int = MAX_VI
     """
     notes, rest = body_units(prog)
     slots: list[Stmt | None] = list(rest)
-    ix = _Index(slots, Accesses())
+    ix = _Index(slots, Accesses(), escaping)
     virtual: set[int] = set()
     more: list[str] = []
     for pos, unit in enumerate(slots):
@@ -94,8 +108,10 @@ class _Index:
     replaces readers (positions stay: a removed unit leaves a hole), so each candidate is
     judged in time proportional to its own readers, not to the program."""
 
-    def __init__(self, slots: list[Stmt | None], acc: Accesses) -> None:
+    def __init__(self, slots: list[Stmt | None], acc: Accesses,
+                 escaping: frozenset[int] = frozenset()) -> None:
         self.acc = acc
+        self.escaping = escaping
         self.readers: dict[int, set[int]] = {}
         self.writers: dict[int, set[int]] = {}
         for k, u in enumerate(slots):
@@ -160,13 +176,31 @@ def _eligible(slots: list[Stmt | None], ix: _Index, pos: int, prod: _Producer,
         return False  # stored, the word is a number (its word 0); inlined, read whole
     n = sum(visits(u, bid) for u in units)
     copy = isinstance(prod.expr, Get | Const)  # a plain read costs nothing to repeat
-    if not copy and n > max_visits * max(1, math.prod(prod.buf.dims)):
-        return False
+    cells = max(1, math.prod(prod.buf.dims))
     inputs = {g.buffer.id for g in gets(prod.expr)}
+    if not copy and n > max_visits * cells and not (
+            n <= CHEAP_VISITS * cells and cheap(prod.expr)
+            and all(i in ix.escaping or _last_use(ix, i) >= readers[-1] for i in inputs)):
+        return False
     if any(pos < w < readers[-1] for i in inputs for w in ix.writers.get(i, ())):
         return False
     last = units[-1]
     return inputs.isdisjoint(ix.acc.write_ids(last)) or _in_place(_inline(last, prod))
+
+
+def cheap(e: Expr) -> bool:
+    """Whether recomputing `e` costs less than storing and reloading it: at most `CHEAP_OPS`
+    additions, products, comparisons or selections (no division, no transcendental).
+
+    Example: ``cheap(Binary(BinOp.MUL, x, x))`` is True, ``cheap(Unary(UnOp.EXP, x))``
+    False."""
+    ops = [x for x in expr_nodes(e) if isinstance(x, Unary | Binary | Ternary)]
+    return len(ops) <= CHEAP_OPS and all(x.op in _CHEAP for x in ops)
+
+
+def _last_use(ix: _Index, bid: int) -> int:
+    """The last unit position reading or writing buffer `bid` (-1: none)."""
+    return max(ix.readers.get(bid, set()) | ix.writers.get(bid, set()), default=-1)
 
 
 def _in_place(u: Stmt) -> bool:

@@ -15,7 +15,6 @@ import threading
 import warnings
 import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -24,12 +23,15 @@ from .. import naming
 from ..errors import ArgumentError, BackendError, CheckpointError, RuntimeDataError, user_span
 from ..infer.padding import Margins
 from ..lowering import assignments as A
+from ..lowering.arena import SCRATCH_ID, scratch_span
+from ..lowering.asgn_analysis import Lifetimes, lifetimes
 from ..lowering.loop_ir import Buffer, LoopProgram, Precision, cell_elems, storage
 from . import (
     checkpoint,
     half,
     holdings,
     id_checks,
+    memory,
     pipeline,
     precisions,
     schedules,
@@ -38,33 +40,9 @@ from . import (
 )
 from .escape import user_held
 from .initialization import init_order, init_plan
+from .memory import MemoryReport
 from .node import Code, NodeKind, NodeRef, OpRecord, Tensor, buffer_id, concat, node_owner
 from .routine import Routine
-
-
-@dataclass(frozen=True, slots=True)
-class MemoryReport:
-    """`Context.memory_report`: bytes allocated against the liveness bound."""
-
-    allocated_bytes: int  #: held by the context's arrays
-    buffers: int  #: how many arrays
-    state_bytes: int  #: of arrays kept across runs (params, grads, optimizer state, data)
-    live_peak_bytes: int  #: most intermediate bytes live at once in one routine
-
-    @property
-    def bound_bytes(self) -> int:
-        """What an allocator by liveness needs: the state plus the live peak."""
-        return self.state_bytes + self.live_peak_bytes
-
-    @property
-    def ratio(self) -> float:
-        """Allocated over the bound (1.0: no more than liveness needs)."""
-        return self.allocated_bytes / max(1, self.bound_bytes)
-
-    def __str__(self) -> str:
-        return (f"{self.allocated_bytes / 1e6:.2f} MB in {self.buffers} buffers; state "
-                f"{self.state_bytes / 1e6:.2f} MB + live peak {self.live_peak_bytes / 1e6:.2f} "
-                f"MB = {self.bound_bytes / 1e6:.2f} MB ({self.ratio:.2f}x the bound)")
 
 _defaults_lock = threading.Lock()
 _defaults: dict[tuple[str, str], Context] = {}
@@ -108,6 +86,7 @@ class Context:
         self.dtype = half.VALUE_DTYPE[self.precision].type
         self.storage_dtype = half.STORAGE_DTYPE[self.precision].type
         self.arrays: dict[int, np.ndarray] = {}
+        self._scratch_views: dict[int, np.ndarray] = {}  #: arena id -> its view (`_scratch`)
         self.available: set[int] = set()
         self.initialized: set[int] = set()
         self.lock = threading.RLock()  #: serializes init, routine calls, get/set/eval
@@ -129,8 +108,8 @@ class Context:
         #: tensor ids whose values were set here other than by their initialization
         self.assigned: set[int] = set()
         self.routines: list[Routine] = []  #: the routines compiled here (for recompiling)
-        #: routine name -> most cells of its intermediates live at once (`memory_report`)
-        self.live_cells: dict[str, int] = {}
+        #: routine name -> its buffers' lifetimes by its assignments (`memory_report`)
+        self.lifetimes: dict[str, Lifetimes] = {}
         #: buffer id -> padding margins of every buffer laid out here (() unpadded): the
         #: pipeline decides them at a buffer's first compilation, they stay fixed after
         self.layout: dict[int, Margins] = {}
@@ -156,6 +135,9 @@ class Context:
         """The host array of a buffer (margins included). A buffer set or read before its
         padding margins were frozen is re-laid out, keeping its logical values."""
         with self.lock:
+            span = scratch_span(buf.id)
+            if span is not None:
+                return self._scratch(buf.id, *span)
             arr = self.arrays.get(buf.id)
             dtype = precisions.storage_dtype(storage(buf, self.precision))
             if arr is not None and arr.shape != buf.dims and not buf.uint4x32:
@@ -169,6 +151,21 @@ class Context:
                 arr = np.zeros(shape, dtype=dtype)
                 self.arrays[buf.id] = arr
             return arr
+
+    def _scratch(self, buf_id: int, start: int, cells: int) -> np.ndarray:
+        """An arena's array: cells `start` to `start + cells` of the one scratch block of
+        every routine here (`lowering.arena.arena_id`), grown when a routine needs more
+        (routines then re-bind theirs)."""
+        block = self.arrays.get(SCRATCH_ID)
+        if block is None or block.size < start + cells:
+            if block is not None:
+                self.arrays_epoch += 1
+            block = self.arrays[SCRATCH_ID] = np.zeros(start + cells, self.storage_dtype)
+            self._scratch_views = {}
+        view = self._scratch_views.get(buf_id)
+        if view is None:
+            view = self._scratch_views[buf_id] = block[start:start + cells]
+        return view
 
     def get(self, x: Tensor | NodeRef) -> np.ndarray:
         """A copy of a tensor's value (or `t.grad`), axes batch, output, input."""
@@ -353,25 +350,17 @@ class Context:
                                 fusion_limit=self.backend.fusion_limit,
                                 layout=self.layout, projections=self.projections)
         out = pipeline.run(code, opts)
-        from ..lowering.arena import live_peak_cells
-
-        before = dict(out.trace).get("parallel", out.prog)  # before storage was shared
-        self.live_cells[out.prog.name] = live_peak_cells(before, opts.keep)
+        self.lifetimes[out.prog.name] = lifetimes(out.asgn)
         return out
 
     def memory_report(self) -> MemoryReport:
         """The bytes this context's buffers hold, against what an allocator by liveness
-        needs: the kept state (params, grads, optimizer state, data, whatever routines
-        share) plus the most intermediate bytes one routine has live at once.
-        Example: ``print(ctx.memory_report())``."""
+        needs (`tensor.memory`). Example: ``print(ctx.memory_report())``."""
         with self.lock:
-            item = np.dtype(self.storage_dtype).itemsize
-            allocated = sum(a.nbytes for a in self.arrays.values())
-            held = self._held_buffers()
-            state = sum(a.nbytes for b, a in self.arrays.items() if b in self.escaping
-                        or b in self.user_set or b in held)
-            peak = max(self.live_cells.values(), default=0) * item
-            return MemoryReport(allocated, len(self.arrays), state, peak)
+            return memory.report(self.arrays, self.escaping | self.user_set,
+                                 self._held_buffers(), self.lifetimes,
+                                 {r.name for r in self.routines},
+                                 np.dtype(self.storage_dtype).itemsize)
 
     def _held_buffers(self) -> frozenset[int]:
         """The value and grad buffer ids of the held-out tensors (params, optimizer state)."""

@@ -97,6 +97,23 @@ def carried(asgn: A.Asgn) -> set[int]:
     return out
 
 
+def scratch(tensors: Iterable[Tensor], asgn: A.Asgn, keep: Container[int]) -> frozenset[int]:
+    """The buffer ids of the scratch nodes among `tensors` (see the module's docstring) that
+    the routine of `asgn` overwrites whole before reading and then reads, and that are not
+    in `keep` (what the caller keeps): intermediates like any other, which the compiler may
+    inline or store with other intermediates (`ctx.get` of one then says so, and keeps it
+    from the next run on). A node the routine only writes is left to the caller.
+
+    Example: ``scratch(code.tensors(), lowered.asgn, frozenset())`` holds Adam's
+    denominators."""
+    from ..lowering.asgn_analysis import flat, read_write_sets
+
+    read = {b for a in flat(asgn) for b in read_write_sets(a)[0]}
+    kept = carried(asgn)
+    return frozenset(b for t in tensors if t.init is Init.NODE and not t.uint4x32
+                     and (b := buffer_id(t)) in read and b not in kept and b not in keep)
+
+
 def _owner(name: str) -> str | None:
     """The parameter name an optimizer-state name hangs under ("w/adam_m" -> "w")."""
     owner, sep, _ = name.partition("/")

@@ -27,7 +27,7 @@ from ..lowering.loop_ir import CONTRACTION_MIN_WORK, IndexExpr, LoopProgram, Pre
 from ..lowering.lower import NEUTRAL, lower
 from ..lowering.simplify import fold_zero_fills
 from ..lowering.walk import free_symbols
-from . import views
+from . import holdings, views
 from .node import (
     AccumForm,
     AccumItem,
@@ -51,6 +51,7 @@ from .pipeline_passes import (
     parallel_loops,
     share_storage,
     unroll_loops,
+    virtualizing,
 )
 from .plain_set import check_plain_set
 from .precisions import kept as kept_precisions
@@ -331,11 +332,6 @@ def lower_loops(asgn: A.Asgn, opts: Options) -> LoopProgram:
 
 # ---- passes 6-8: virtualize (LoopProgram -> LoopProgram, and what each decided) ------------
 
-def virtualizing(opts: Options) -> bool:
-    """Whether to virtualize: the option, else OCANNL_AST_VIRTUALIZE (on unless "0")."""
-    if opts.virtualize is not None:
-        return opts.virtualize
-    return config.virtualize()
 
 
 def fold_constant_loops(prog: LoopProgram, opts: Options) -> Decided:
@@ -477,10 +473,9 @@ def run(code: Code, opts: Options) -> Lowered:
     that returns a `Decided` passes its program on and its decisions to the `Lowered`."""
     trace: list[tuple[str, Any]] = []
     ir: Any = code
-    virtual: frozenset[int] = frozenset()
-    folded: frozenset[int] = frozenset()
+    virtual = folded = scratch = frozenset[int]()
     with lowering_lock:
-        opts = with_escaping(code, opts)
+        caller_keep, opts = opts.keep, with_escaping(code, opts)
         for stage in STAGES:
             ir = stage.run(ir, opts)
             if isinstance(ir, Decided):
@@ -488,10 +483,14 @@ def run(code: Code, opts: Options) -> Lowered:
             if stage.verify is not None and checking():
                 stage.verify(ir)
             trace.append((stage.name, ir))
+            if stage.name == "simplify":  # scratch nodes are intermediates from here on
+                scratch = holdings.scratch(code.tensors(), ir, caller_keep)
+                opts = dataclasses.replace(opts, keep=opts.keep - scratch)
     out = dict(trace)
     projected: ProjectedCode = out["projections"]
     virtual |= views.dropped(code, projected.layout, opts.keep)  # views' forward copies
-    return Lowered(ir, out["simplify"], held_out(code.tensors()), tuple(trace), virtual, folded,
+    held = [t for t in held_out(code.tensors()) if buffer_id(t) not in scratch]
+    return Lowered(ir, out["simplify"], held, tuple(trace), virtual, folded,
                    projected.projections, projected.layout)
 
 

@@ -11,8 +11,9 @@ returning what it decided as a `pipeline.Decided`.
 - `parallel_loops`: outer loops of independent nests with enough work run on OpenMP threads
   when `OCANNL_AST_THREADS` asks for more than one (`lowering.parallel`).
 
-- `share_storage`: intermediates whose lifetimes do not overlap share arenas
-  (`lowering.arena`); the shared buffers are reported as virtual (no value after a run).
+- `share_storage`: intermediates that never leave one loop body become scalar locals
+  (`lowering.scalarize`), then those whose lifetimes do not overlap share arenas
+  (`lowering.arena`); both are reported as virtual (no value after a run).
 
 All five are skipped with ``OCANNL_AST_SCHEDULE=0`` or ``Options.schedule=False``, and
 for a backend without contraction kernels (CUDA: see `scheduling`).
@@ -51,6 +52,13 @@ class Options(Protocol):
     def layout(self) -> Mapping[int, Margins]: ...
     @property
     def fusion_limit(self) -> int: ...
+    @property
+    def virtualize(self) -> bool | None: ...
+
+
+def virtualizing(opts: Options) -> bool:
+    """Whether to virtualize: the option, else OCANNL_AST_VIRTUALIZE (on unless "0")."""
+    return opts.virtualize if opts.virtualize is not None else config.virtualize()
 
 
 def scheduling(opts: Options) -> bool:
@@ -107,12 +115,16 @@ def parallel_loops(prog: LoopProgram, opts: Options) -> Decided:
 
 
 def share_storage(prog: LoopProgram, opts: Options) -> Decided:
-    """Intermediates share arenas by liveness (`lowering.arena`); the buffers in
-    `opts.keep` and those laid out with margins before keep their own storage."""
+    """Intermediates living within one loop body become locals (`lowering.scalarize`, when
+    virtualizing), the others share arenas by liveness (`lowering.arena`); the buffers in `opts.keep` and
+    those laid out with margins before keep their own storage."""
     if not scheduling(opts):
         return _decided(prog)
     from ..lowering.arena import share_storage as share
+    from ..lowering.scalarize import Scalarized, scalarize
 
     padded = frozenset(b for b, m in opts.layout.items() if m)
-    out = share(prog, opts.keep, padded)
-    return Decided(out.prog, virtual=out.shared)
+    local = scalarize(prog, opts.keep, padded) if virtualizing(opts) else Scalarized(prog,
+                                                                                  frozenset())
+    out = share(local.prog, opts.keep, padded)
+    return Decided(out.prog, virtual=local.buffers | out.shared)

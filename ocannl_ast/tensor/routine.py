@@ -112,8 +112,12 @@ class Routine:
             self.ctx.fast = None
 
     def _refresh(self) -> None:
-        """Take the context's current arrays and bind them."""
-        self.arrays = tuple(self.ctx.array(b) for b in self.prog.buffers)
+        """Take the context's current arrays and bind them (again if taking them replaced
+        one, e.g. grew the arenas' scratch block after an earlier arena's view was taken)."""
+        epoch = None
+        while epoch != self.ctx.arrays_epoch:
+            epoch = self.ctx.arrays_epoch
+            self.arrays = tuple(self.ctx.array(b) for b in self.prog.buffers)
         self.compiled.bind(self.arrays)
         self._fast = fast_caller(self)
         self._arrays_epoch = self.ctx.arrays_epoch

@@ -23,6 +23,7 @@ static __device__ __forceinline__ __attribute__((unused)) float ocannl_max_f(flo
 /* constant: t_0_9_3 = 0.9 */
 /* constant: t_0_9_4 = 0.9 */
 /* constant: t_0_9_5 = 0.9 */
+/* virtual: relu_1 (inlined into 2 reads) */
 /* virtual: add_2 (inlined into 1 read) */
 /* virtual: mul (inlined into 1 read) */
 /* virtual: relu_2 (inlined into 1 read) */
@@ -77,101 +78,92 @@ extern "C" __global__ void moons_step_k2(float* __restrict__ relu, float* __rest
   }
 }
 
-/* kernel 3: 256 threads */
-extern "C" __global__ void moons_step_k3(float* __restrict__ add_1, float* __restrict__ relu_1, int* ocannl_err) {
-  for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 256LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
-    const long long i8 = ocannl_t / 16;
-    const long long i9 = ocannl_t % 16;
-    relu_1[16*i8 + i9] = ocannl_max_f(add_1[16*i8 + i9], 0.0f);
-  }
-}
-
-/* kernel 4: 16 threads */
-extern "C" __global__ void moons_step_k4(float* __restrict__ relu_1, float* __restrict__ w_2, float* __restrict__ b_b_2, float* __restrict__ moons_y, float* __restrict__ sub, long long s_batch, int* ocannl_err) {
+/* kernel 3: 16 threads */
+extern "C" __global__ void moons_step_k3(float* __restrict__ add_1, float* __restrict__ w_2, float* __restrict__ b_b_2, float* __restrict__ moons_y, float* __restrict__ sub, long long s_batch, int* ocannl_err) {
   for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 16LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
-    const long long i10 = ocannl_t;
+    const long long i8 = ocannl_t;
     float l_acc3 = 0.0f;
-    for (long long i11 = 0; i11 < 16; ++i11) {
-      l_acc3 = l_acc3 + (w_2[i11] * relu_1[16*i10 + i11]);
+    for (long long i9 = 0; i9 < 16; ++i9) {
+      l_acc3 = l_acc3 + (w_2[i9] * ocannl_max_f(add_1[16*i8 + i9], 0.0f));
     }
-    sub[i10] = 1.0f - (moons_y[16*s_batch + i10] * (l_acc3 + b_b_2[0]));
+    sub[i8] = 1.0f - (moons_y[16*s_batch + i8] * (l_acc3 + b_b_2[0]));
   }
 }
 
-/* kernel 5: 1 thread */
-extern "C" __global__ void moons_step_k5(float* __restrict__ sub, float* __restrict__ mul_1, int* ocannl_err) {
+/* kernel 4: 1 thread */
+extern "C" __global__ void moons_step_k4(float* __restrict__ sub, float* __restrict__ mul_1, int* ocannl_err) {
   {
     float l_acc4 = 0.0f;
-    for (long long i12 = 0; i12 < 16; ++i12) {
-      l_acc4 = l_acc4 + ocannl_max_f(sub[i12], 0.0f);
+    for (long long i10 = 0; i10 < 16; ++i10) {
+      l_acc4 = l_acc4 + ocannl_max_f(sub[i10], 0.0f);
     }
     mul_1[0] = l_acc4 * 0.0625f;
   }
 }
 
-/* kernel 6: 16 threads */
-extern "C" __global__ void moons_step_k6(float* __restrict__ mul_grad, int* ocannl_err) {
+/* kernel 5: 16 threads */
+extern "C" __global__ void moons_step_k5(float* __restrict__ mul_grad, int* ocannl_err) {
   for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 16LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
     mul_grad[ocannl_t] = 0.0f;
   }
 }
 
-/* kernel 7: 1 thread */
-extern "C" __global__ void moons_step_k7(float* __restrict__ mul_grad_1, float* __restrict__ einsum_grad, int* ocannl_err) {
+/* kernel 6: 1 thread */
+extern "C" __global__ void moons_step_k6(float* __restrict__ mul_grad_1, float* __restrict__ einsum_grad, int* ocannl_err) {
   mul_grad_1[0] = 1.0f;
   einsum_grad[0] = mul_grad_1[0] * 0.0625f;
 }
 
+/* kernel 7: 16 threads */
+extern "C" __global__ void moons_step_k7(float* __restrict__ sub, float* __restrict__ mul_grad, float* __restrict__ einsum_grad, int* ocannl_err) {
+  for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 16LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
+    const long long i11 = ocannl_t;
+    mul_grad[i11] = mul_grad[i11] - ocannl_select_f(sub[i11] > 0.0f, einsum_grad[0], 0.0f);
+  }
+}
+
 /* kernel 8: 16 threads */
-extern "C" __global__ void moons_step_k8(float* __restrict__ sub, float* __restrict__ mul_grad, float* __restrict__ einsum_grad, int* ocannl_err) {
+extern "C" __global__ void moons_step_k8(float* __restrict__ moons_y, float* __restrict__ mul_grad, float* __restrict__ add_grad, long long s_batch, int* ocannl_err) {
   for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 16LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
-    const long long i13 = ocannl_t;
-    mul_grad[i13] = mul_grad[i13] - ocannl_select_f(sub[i13] > 0.0f, einsum_grad[0], 0.0f);
+    const long long i12 = ocannl_t;
+    add_grad[i12] = moons_y[16*s_batch + i12] * mul_grad[i12];
   }
 }
 
-/* kernel 9: 16 threads */
-extern "C" __global__ void moons_step_k9(float* __restrict__ moons_y, float* __restrict__ mul_grad, float* __restrict__ add_grad, long long s_batch, int* ocannl_err) {
-  for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 16LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
-    const long long i14 = ocannl_t;
-    add_grad[i14] = moons_y[16*s_batch + i14] * mul_grad[i14];
-  }
-}
-
-/* kernel 10: 1 thread */
-extern "C" __global__ void moons_step_k10(float* __restrict__ add_grad, float* __restrict__ b_b_grad, int* ocannl_err) {
+/* kernel 9: 1 thread */
+extern "C" __global__ void moons_step_k9(float* __restrict__ add_grad, float* __restrict__ b_b_grad, int* ocannl_err) {
   {
     float l_acc5 = 0.0f;
-    for (long long i15 = 0; i15 < 16; ++i15) {
-      l_acc5 = l_acc5 + add_grad[i15];
+    for (long long i13 = 0; i13 < 16; ++i13) {
+      l_acc5 = l_acc5 + add_grad[i13];
     }
     b_b_grad[0] = l_acc5;
   }
 }
 
-/* kernel 11: 16 threads */
-extern "C" __global__ void moons_step_k11(float* __restrict__ relu_1, float* __restrict__ add_grad, float* __restrict__ w_grad, int* ocannl_err) {
+/* kernel 10: 16 threads */
+extern "C" __global__ void moons_step_k10(float* __restrict__ add_1, float* __restrict__ add_grad, float* __restrict__ w_grad, int* ocannl_err) {
   for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 16LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
-    const long long i11 = ocannl_t;
+    const long long i9 = ocannl_t;
     float l_acc6 = 0.0f;
-    for (long long i10 = 0; i10 < 16; ++i10) {
-      l_acc6 = l_acc6 + (add_grad[i10] * relu_1[16*i10 + i11]);
+    for (long long i8 = 0; i8 < 16; ++i8) {
+      l_acc6 = l_acc6 + (add_grad[i8] * ocannl_max_f(add_1[16*i8 + i9], 0.0f));
     }
-    w_grad[i11] = l_acc6;
+    w_grad[i9] = l_acc6;
   }
 }
 
-/* kernel 12: 256 threads */
-extern "C" __global__ void moons_step_k12(float* __restrict__ add_1, float* __restrict__ w_2, float* __restrict__ add_grad, float* __restrict__ add_grad_1, int* ocannl_err) {
+/* kernel 11: 256 threads */
+extern "C" __global__ void moons_step_k11(float* __restrict__ add_1, float* __restrict__ w_2, float* __restrict__ add_grad, float* __restrict__ add_grad_1, int* ocannl_err) {
   for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 256LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
-    const long long i8 = ocannl_t / 16;
-    const long long i9 = ocannl_t % 16;
-    add_grad_1[16*i8 + i9] = ocannl_select_f(add_1[16*i8 + i9] > 0.0f, (w_2[i9] * add_grad[i8]), 0.0f);
+    const long long i14 = ocannl_t / 16;
+    const long long i15 = ocannl_t % 16;
+    add_grad_1[16*i14 + i15] = ocannl_select_f(add_1[16*i14 + i15] > 0.0f, (w_2[i15] * add_grad[i14]), 0.0f);
   }
 }
 
-/* kernel 13: 16 threads */
-extern "C" __global__ void moons_step_k13(float* __restrict__ add_grad_1, float* __restrict__ b_b_grad_1, int* ocannl_err) {
+/* kernel 12: 16 threads */
+extern "C" __global__ void moons_step_k12(float* __restrict__ add_grad_1, float* __restrict__ b_b_grad_1, int* ocannl_err) {
   for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 16LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
     const long long i16 = ocannl_t;
     float l_acc7 = 0.0f;
@@ -182,8 +174,8 @@ extern "C" __global__ void moons_step_k13(float* __restrict__ add_grad_1, float*
   }
 }
 
-/* kernel 14: 256 threads */
-extern "C" __global__ void moons_step_k14(float* __restrict__ relu, float* __restrict__ add_grad_1, float* __restrict__ w_grad_1, int* ocannl_err) {
+/* kernel 13: 256 threads */
+extern "C" __global__ void moons_step_k13(float* __restrict__ relu, float* __restrict__ add_grad_1, float* __restrict__ w_grad_1, int* ocannl_err) {
   for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 256LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
     const long long i6 = ocannl_t / 16;
     const long long i7 = ocannl_t % 16;
@@ -195,8 +187,8 @@ extern "C" __global__ void moons_step_k14(float* __restrict__ relu, float* __res
   }
 }
 
-/* kernel 15: 256 threads */
-extern "C" __global__ void moons_step_k15(float* __restrict__ add, float* __restrict__ w_1, float* __restrict__ add_grad_1, float* __restrict__ add_grad_2, int* ocannl_err) {
+/* kernel 14: 256 threads */
+extern "C" __global__ void moons_step_k14(float* __restrict__ add, float* __restrict__ w_1, float* __restrict__ add_grad_1, float* __restrict__ add_grad_2, int* ocannl_err) {
   for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 256LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
     const long long i5 = ocannl_t / 16;
     const long long i7 = ocannl_t % 16;
@@ -208,8 +200,8 @@ extern "C" __global__ void moons_step_k15(float* __restrict__ add, float* __rest
   }
 }
 
-/* kernel 16: 16 threads */
-extern "C" __global__ void moons_step_k16(float* __restrict__ add_grad_2, float* __restrict__ b_b_grad_2, int* ocannl_err) {
+/* kernel 15: 16 threads */
+extern "C" __global__ void moons_step_k15(float* __restrict__ add_grad_2, float* __restrict__ b_b_grad_2, int* ocannl_err) {
   for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 16LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
     const long long i18 = ocannl_t;
     float l_acc10 = 0.0f;
@@ -220,8 +212,8 @@ extern "C" __global__ void moons_step_k16(float* __restrict__ add_grad_2, float*
   }
 }
 
-/* kernel 17: 32 threads */
-extern "C" __global__ void moons_step_k17(float* __restrict__ moons_x, float* __restrict__ add_grad_2, float* __restrict__ w_grad_2, long long s_batch, int* ocannl_err) {
+/* kernel 16: 32 threads */
+extern "C" __global__ void moons_step_k16(float* __restrict__ moons_x, float* __restrict__ add_grad_2, float* __restrict__ w_grad_2, long long s_batch, int* ocannl_err) {
   for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 32LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
     const long long i1 = ocannl_t / 2;
     const long long i2 = ocannl_t % 2;
@@ -233,13 +225,13 @@ extern "C" __global__ void moons_step_k17(float* __restrict__ moons_x, float* __
   }
 }
 
-/* kernel 18: 1 thread */
-extern "C" __global__ void moons_step_k18(float* __restrict__ learning_rate, long long s_step, int* ocannl_err) {
+/* kernel 17: 1 thread */
+extern "C" __global__ void moons_step_k17(float* __restrict__ learning_rate, long long s_step, int* ocannl_err) {
   learning_rate[0] = 0.10000000149011612f * (1.0f - ((0.8999999761581421f * ((float)s_step)) / 100.0f));
 }
 
-/* kernel 19: 32 threads */
-extern "C" __global__ void moons_step_k19(float* __restrict__ w_grad_2, float* __restrict__ sgd_delta, int* ocannl_err) {
+/* kernel 18: 32 threads */
+extern "C" __global__ void moons_step_k18(float* __restrict__ w_grad_2, float* __restrict__ sgd_delta, int* ocannl_err) {
   for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 32LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
     const long long i20 = ocannl_t / 2;
     const long long i21 = ocannl_t % 2;
@@ -247,8 +239,8 @@ extern "C" __global__ void moons_step_k19(float* __restrict__ w_grad_2, float* _
   }
 }
 
-/* kernel 20: 32 threads */
-extern "C" __global__ void moons_step_k20(float* __restrict__ sgd_delta, float* __restrict__ sgd_momentum, int* ocannl_err) {
+/* kernel 19: 32 threads */
+extern "C" __global__ void moons_step_k19(float* __restrict__ sgd_delta, float* __restrict__ sgd_momentum, int* ocannl_err) {
   for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 32LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
     const long long i22 = ocannl_t / 2;
     const long long i23 = ocannl_t % 2;
@@ -256,8 +248,8 @@ extern "C" __global__ void moons_step_k20(float* __restrict__ sgd_delta, float* 
   }
 }
 
-/* kernel 21: 32 threads */
-extern "C" __global__ void moons_step_k21(float* __restrict__ sgd_delta, float* __restrict__ sgd_momentum, int* ocannl_err) {
+/* kernel 20: 32 threads */
+extern "C" __global__ void moons_step_k20(float* __restrict__ sgd_delta, float* __restrict__ sgd_momentum, int* ocannl_err) {
   for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 32LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
     const long long i24 = ocannl_t / 2;
     const long long i25 = ocannl_t % 2;
@@ -265,8 +257,8 @@ extern "C" __global__ void moons_step_k21(float* __restrict__ sgd_delta, float* 
   }
 }
 
-/* kernel 22: 32 threads */
-extern "C" __global__ void moons_step_k22(float* __restrict__ w, float* __restrict__ learning_rate, float* __restrict__ sgd_delta, int* ocannl_err) {
+/* kernel 21: 32 threads */
+extern "C" __global__ void moons_step_k21(float* __restrict__ w, float* __restrict__ learning_rate, float* __restrict__ sgd_delta, int* ocannl_err) {
   for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 32LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
     const long long i26 = ocannl_t / 2;
     const long long i27 = ocannl_t % 2;
@@ -274,40 +266,40 @@ extern "C" __global__ void moons_step_k22(float* __restrict__ w, float* __restri
   }
 }
 
-/* kernel 23: 16 threads */
-extern "C" __global__ void moons_step_k23(float* __restrict__ b_b_grad_2, float* __restrict__ sgd_delta_1, int* ocannl_err) {
+/* kernel 22: 16 threads */
+extern "C" __global__ void moons_step_k22(float* __restrict__ b_b_grad_2, float* __restrict__ sgd_delta_1, int* ocannl_err) {
   for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 16LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
     const long long i28 = ocannl_t;
     sgd_delta_1[i28] = b_b_grad_2[i28];
   }
 }
 
-/* kernel 24: 16 threads */
-extern "C" __global__ void moons_step_k24(float* __restrict__ sgd_delta_1, float* __restrict__ sgd_momentum_1, int* ocannl_err) {
+/* kernel 23: 16 threads */
+extern "C" __global__ void moons_step_k23(float* __restrict__ sgd_delta_1, float* __restrict__ sgd_momentum_1, int* ocannl_err) {
   for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 16LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
     const long long i29 = ocannl_t;
     sgd_momentum_1[i29] = (0.8999999761581421f * sgd_momentum_1[i29]) + sgd_delta_1[i29];
   }
 }
 
-/* kernel 25: 16 threads */
-extern "C" __global__ void moons_step_k25(float* __restrict__ sgd_delta_1, float* __restrict__ sgd_momentum_1, int* ocannl_err) {
+/* kernel 24: 16 threads */
+extern "C" __global__ void moons_step_k24(float* __restrict__ sgd_delta_1, float* __restrict__ sgd_momentum_1, int* ocannl_err) {
   for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 16LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
     const long long i30 = ocannl_t;
     sgd_delta_1[i30] = sgd_momentum_1[i30];
   }
 }
 
-/* kernel 26: 16 threads */
-extern "C" __global__ void moons_step_k26(float* __restrict__ b, float* __restrict__ learning_rate, float* __restrict__ sgd_delta_1, int* ocannl_err) {
+/* kernel 25: 16 threads */
+extern "C" __global__ void moons_step_k25(float* __restrict__ b, float* __restrict__ learning_rate, float* __restrict__ sgd_delta_1, int* ocannl_err) {
   for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 16LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
     const long long i31 = ocannl_t;
     b[i31] = b[i31] - (learning_rate[0] * sgd_delta_1[i31]);
   }
 }
 
-/* kernel 27: 256 threads */
-extern "C" __global__ void moons_step_k27(float* __restrict__ w_grad_1, float* __restrict__ sgd_delta_2, int* ocannl_err) {
+/* kernel 26: 256 threads */
+extern "C" __global__ void moons_step_k26(float* __restrict__ w_grad_1, float* __restrict__ sgd_delta_2, int* ocannl_err) {
   for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 256LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
     const long long i32 = ocannl_t / 16;
     const long long i33 = ocannl_t % 16;
@@ -315,8 +307,8 @@ extern "C" __global__ void moons_step_k27(float* __restrict__ w_grad_1, float* _
   }
 }
 
-/* kernel 28: 256 threads */
-extern "C" __global__ void moons_step_k28(float* __restrict__ sgd_delta_2, float* __restrict__ sgd_momentum_2, int* ocannl_err) {
+/* kernel 27: 256 threads */
+extern "C" __global__ void moons_step_k27(float* __restrict__ sgd_delta_2, float* __restrict__ sgd_momentum_2, int* ocannl_err) {
   for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 256LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
     const long long i34 = ocannl_t / 16;
     const long long i35 = ocannl_t % 16;
@@ -324,8 +316,8 @@ extern "C" __global__ void moons_step_k28(float* __restrict__ sgd_delta_2, float
   }
 }
 
-/* kernel 29: 256 threads */
-extern "C" __global__ void moons_step_k29(float* __restrict__ sgd_delta_2, float* __restrict__ sgd_momentum_2, int* ocannl_err) {
+/* kernel 28: 256 threads */
+extern "C" __global__ void moons_step_k28(float* __restrict__ sgd_delta_2, float* __restrict__ sgd_momentum_2, int* ocannl_err) {
   for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 256LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
     const long long i36 = ocannl_t / 16;
     const long long i37 = ocannl_t % 16;
@@ -333,8 +325,8 @@ extern "C" __global__ void moons_step_k29(float* __restrict__ sgd_delta_2, float
   }
 }
 
-/* kernel 30: 256 threads */
-extern "C" __global__ void moons_step_k30(float* __restrict__ w_1, float* __restrict__ learning_rate, float* __restrict__ sgd_delta_2, int* ocannl_err) {
+/* kernel 29: 256 threads */
+extern "C" __global__ void moons_step_k29(float* __restrict__ w_1, float* __restrict__ learning_rate, float* __restrict__ sgd_delta_2, int* ocannl_err) {
   for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 256LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
     const long long i38 = ocannl_t / 16;
     const long long i39 = ocannl_t % 16;
@@ -342,72 +334,72 @@ extern "C" __global__ void moons_step_k30(float* __restrict__ w_1, float* __rest
   }
 }
 
-/* kernel 31: 16 threads */
-extern "C" __global__ void moons_step_k31(float* __restrict__ b_b_grad_1, float* __restrict__ sgd_delta_3, int* ocannl_err) {
+/* kernel 30: 16 threads */
+extern "C" __global__ void moons_step_k30(float* __restrict__ b_b_grad_1, float* __restrict__ sgd_delta_3, int* ocannl_err) {
   for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 16LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
     const long long i40 = ocannl_t;
     sgd_delta_3[i40] = b_b_grad_1[i40];
   }
 }
 
-/* kernel 32: 16 threads */
-extern "C" __global__ void moons_step_k32(float* __restrict__ sgd_delta_3, float* __restrict__ sgd_momentum_3, int* ocannl_err) {
+/* kernel 31: 16 threads */
+extern "C" __global__ void moons_step_k31(float* __restrict__ sgd_delta_3, float* __restrict__ sgd_momentum_3, int* ocannl_err) {
   for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 16LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
     const long long i41 = ocannl_t;
     sgd_momentum_3[i41] = (0.8999999761581421f * sgd_momentum_3[i41]) + sgd_delta_3[i41];
   }
 }
 
-/* kernel 33: 16 threads */
-extern "C" __global__ void moons_step_k33(float* __restrict__ sgd_delta_3, float* __restrict__ sgd_momentum_3, int* ocannl_err) {
+/* kernel 32: 16 threads */
+extern "C" __global__ void moons_step_k32(float* __restrict__ sgd_delta_3, float* __restrict__ sgd_momentum_3, int* ocannl_err) {
   for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 16LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
     const long long i42 = ocannl_t;
     sgd_delta_3[i42] = sgd_momentum_3[i42];
   }
 }
 
-/* kernel 34: 16 threads */
-extern "C" __global__ void moons_step_k34(float* __restrict__ b_b_1, float* __restrict__ learning_rate, float* __restrict__ sgd_delta_3, int* ocannl_err) {
+/* kernel 33: 16 threads */
+extern "C" __global__ void moons_step_k33(float* __restrict__ b_b_1, float* __restrict__ learning_rate, float* __restrict__ sgd_delta_3, int* ocannl_err) {
   for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 16LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
     const long long i43 = ocannl_t;
     b_b_1[i43] = b_b_1[i43] - (learning_rate[0] * sgd_delta_3[i43]);
   }
 }
 
-/* kernel 35: 16 threads */
-extern "C" __global__ void moons_step_k35(float* __restrict__ w_grad, float* __restrict__ sgd_delta_4, int* ocannl_err) {
+/* kernel 34: 16 threads */
+extern "C" __global__ void moons_step_k34(float* __restrict__ w_grad, float* __restrict__ sgd_delta_4, int* ocannl_err) {
   for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 16LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
     const long long i44 = ocannl_t;
     sgd_delta_4[i44] = w_grad[i44];
   }
 }
 
-/* kernel 36: 16 threads */
-extern "C" __global__ void moons_step_k36(float* __restrict__ sgd_delta_4, float* __restrict__ sgd_momentum_4, int* ocannl_err) {
+/* kernel 35: 16 threads */
+extern "C" __global__ void moons_step_k35(float* __restrict__ sgd_delta_4, float* __restrict__ sgd_momentum_4, int* ocannl_err) {
   for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 16LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
     const long long i45 = ocannl_t;
     sgd_momentum_4[i45] = (0.8999999761581421f * sgd_momentum_4[i45]) + sgd_delta_4[i45];
   }
 }
 
-/* kernel 37: 16 threads */
-extern "C" __global__ void moons_step_k37(float* __restrict__ sgd_delta_4, float* __restrict__ sgd_momentum_4, int* ocannl_err) {
+/* kernel 36: 16 threads */
+extern "C" __global__ void moons_step_k36(float* __restrict__ sgd_delta_4, float* __restrict__ sgd_momentum_4, int* ocannl_err) {
   for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 16LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
     const long long i46 = ocannl_t;
     sgd_delta_4[i46] = sgd_momentum_4[i46];
   }
 }
 
-/* kernel 38: 16 threads */
-extern "C" __global__ void moons_step_k38(float* __restrict__ w_2, float* __restrict__ learning_rate, float* __restrict__ sgd_delta_4, int* ocannl_err) {
+/* kernel 37: 16 threads */
+extern "C" __global__ void moons_step_k37(float* __restrict__ w_2, float* __restrict__ learning_rate, float* __restrict__ sgd_delta_4, int* ocannl_err) {
   for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 16LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
     const long long i47 = ocannl_t;
     w_2[i47] = w_2[i47] - (learning_rate[0] * sgd_delta_4[i47]);
   }
 }
 
-/* kernel 39: 1 thread */
-extern "C" __global__ void moons_step_k39(float* __restrict__ b_b_2, float* __restrict__ b_b_grad, float* __restrict__ learning_rate, float* __restrict__ sgd_delta_5, float* __restrict__ sgd_momentum_5, int* ocannl_err) {
+/* kernel 38: 1 thread */
+extern "C" __global__ void moons_step_k38(float* __restrict__ b_b_2, float* __restrict__ b_b_grad, float* __restrict__ learning_rate, float* __restrict__ sgd_delta_5, float* __restrict__ sgd_momentum_5, int* ocannl_err) {
   sgd_delta_5[0] = b_b_grad[0];
   sgd_momentum_5[0] = (0.8999999761581421f * sgd_momentum_5[0]) + sgd_delta_5[0];
   sgd_delta_5[0] = sgd_momentum_5[0];

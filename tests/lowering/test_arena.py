@@ -5,6 +5,7 @@ training step."""
 
 from __future__ import annotations
 
+import math
 import shutil
 
 import numpy as np
@@ -12,7 +13,7 @@ import pytest
 
 import ocannl_ast as oc
 from ocannl_ast.backends.c_backend import compile_c
-from ocannl_ast.lowering.arena import live_peak_cells, share_storage
+from ocannl_ast.lowering.arena import SCRATCH_ID, live_peak_cells, scratch_span, share_storage
 from ocannl_ast.lowering.loop_ir import (
     Binary,
     BinOp,
@@ -140,3 +141,50 @@ def test_memory_report_of_a_step_shrinks_with_the_arena(monkeypatch: pytest.Monk
     assert 0 < shared.live_peak_bytes <= separate.allocated_bytes
     assert shared.ratio < separate.ratio
     assert "MB in" in str(shared)
+
+
+def _two_routines(schedule: str, monkeypatch: pytest.MonkeyPatch, eval_first: bool
+                  ) -> tuple[oc.Context, list[oc.Routine], list[bytes]]:
+    """A training step and an evaluation on other data, in one context, run in turns
+    (`eval_first`: the evaluation, with less scratch, compiled and run first)."""
+    monkeypatch.setenv("OCANNL_AST_SCHEDULE", schedule)
+    rng = np.random.default_rng(5)
+    model = oc.nn.mlp([48, 48, 4], activation=oc.nn.gelu)
+    x = oc.ndarray(rng.normal(size=(32, 16)).astype(np.float32), batch_axes=1)
+    t = oc.ndarray(rng.normal(size=(32, 4)).astype(np.float32), batch_axes=1)
+    x2 = oc.ndarray(rng.normal(size=(64, 16)).astype(np.float32), batch_axes=1)
+    loss = oc.nn.mse(model(x), t)
+    pred = oc.nn.gelu(model(x2))
+    oc.infer_shapes(loss)
+    ctx = oc.Context()
+    prng = np.random.default_rng(6)
+    for p in sorted(loss.params(), key=lambda p: p.name):
+        ctx.set(p, prng.normal(scale=0.3, size=p.dims()).astype(np.float32))
+    if eval_first:
+        ev = ctx.compile(pred.forward)
+        ev()
+        out = [ctx.get(pred).tobytes()]
+    step = ctx.compile([oc.grad_update(loss), oc.adam_update(loss, learning_rate=0.01)])
+    if not eval_first:
+        ev = ctx.compile(pred.forward)
+        out = []
+    for _ in range(3):
+        step()
+        ev()
+        out += [ctx.get(loss).tobytes(), ctx.get(pred).tobytes()]
+    return ctx, [step, ev], out
+
+
+@pytest.mark.parametrize("eval_first", [False, True], ids=["step_first", "eval_first"])
+def test_routines_of_a_context_share_one_scratch_block(monkeypatch: pytest.MonkeyPatch,
+                                                       eval_first: bool) -> None:
+    """Eval first: the step's larger scratch grows the block, the evaluation re-binds."""
+    ctx, routines, shared = _two_routines("1", monkeypatch, eval_first)
+    arenas = [[b for b in r.prog.buffers if scratch_span(b.id) is not None] for r in routines]
+    assert all(arenas)  # both routines store intermediates in arenas
+    cells = [sum(math.prod(b.dims) for b in a) for a in arenas]
+    block = ctx.arrays[SCRATCH_ID]
+    assert block.size == max(cells) < sum(cells)  # the larger routine's, not the sum
+    assert not any(scratch_span(b) is not None for b in ctx.arrays)  # views are not counted
+    _, _, separate = _two_routines("0", monkeypatch, eval_first)
+    assert shared == separate
