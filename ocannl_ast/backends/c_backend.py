@@ -27,6 +27,7 @@ from ocannl_ast.backends.protocol import CompiledRoutine
 from ocannl_ast.backends.runtime import CRoutine, LoadedLibrary, is_loaded, load
 from ocannl_ast.errors import BackendError
 from ocannl_ast.lowering import nests
+from ocannl_ast.lowering.gc_pause import gc_paused
 from ocannl_ast.lowering.loop_ir import (
     Buffer,
     Comment,
@@ -162,6 +163,12 @@ def _groups(parts: list[_Part], kernel: bool, jobs: int) -> list[list[int]]:
 
 def _render(prog: LoopProgram, syntax: CSyntax = C, budget: int | None = None,
             jobs: int = 1) -> _Rendered:
+    with gc_paused():  # see `lowering.gc_pause`
+        return _render_paused(prog, syntax, budget, jobs)
+
+
+def _render_paused(prog: LoopProgram, syntax: CSyntax, budget: int | None,
+                   jobs: int) -> _Rendered:
     r = CRenderer(prog, syntax)
     parts = _parts(r, FUNCTION_LINES if budget is None else budget)
     cname = c_ident(prog.name, "ocannl_")
