@@ -151,14 +151,21 @@ def cc_jobs() -> int:
     return int(raw)
 
 
+def _code_lines(body: tuple[str, ...]) -> int:
+    """Lines of `body` gcc has work in: not its comment lines (a part's notes on virtual
+    and constant tensors can be hundreds of lines)."""
+    return sum(1 for ln in body if not (ln.lstrip().startswith("/*") and ln.endswith("*/")))
+
+
 def _groups(parts: list[_Part], kernel: bool, jobs: int) -> list[list[int]]:
     """The parts of each translation unit (positions in `parts`, in order). Unit 0 holds the
-    entry point and the kernel (weighing `KERNEL_LINES`); the parts go, longest first, to the
-    unit with the fewest lines so far. One unit when `jobs` is 1 or the routine is small."""
-    sizes = [len(p.body) + 2 for p in parts]
+    entry point and the kernel (weighing `KERNEL_LINES`) unless it is compiled apart; the
+    parts go, longest first, to the unit with the fewest lines of code (`_code_lines`) so far. One unit when `jobs` is 1 or the routine is small."""
+    sizes = [_code_lines(p.body) + 2 for p in parts]
     if jobs <= 1 or len(parts) < 2 or sum(sizes) < SPLIT_MIN_LINES:
         return [list(range(len(parts)))]
-    load = [KERNEL_LINES if kernel else 0] + [0] * (min(jobs, len(parts)) - 1)
+    # unit 0 also holds the entry point: a call and a declaration per part
+    load = [(KERNEL_LINES if kernel else 0) + len(parts)] + [0] * (min(jobs, len(parts)) - 1)
     groups: list[list[int]] = [[] for _ in load]
     for k in sorted(range(len(parts)), key=lambda k: -sizes[k]):
         g = load.index(min(load))
