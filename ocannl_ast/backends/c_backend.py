@@ -281,7 +281,10 @@ def prebuild_kernel(syntax: CSyntax, precision: Precision,
         return
     words = syntax.words(precision)
     kernel = kernel_c(words[Word.TYPE], words[Word.SUFFIX])
-    omp = ("-fopenmp",) if threads_setting() > 1 else ()
+    try:
+        omp = ("-fopenmp",) if threads_setting() > 1 else ()
+    except BackendError:  # a malformed OCANNL_AST_THREADS: rendering reports it
+        omp = ()
     flags = (*effective_flags(opt_flags), *omp, *syntax.compile_flags)
     prebuild_object(cache_dir_default(), _kernel_unit(syntax, words, kernel), flags)
 

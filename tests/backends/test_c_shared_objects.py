@@ -106,3 +106,21 @@ def test_failed_prebuild_is_reported_by_the_build_that_needs_it(tmp_path: Path) 
     with pytest.raises(BackendError, match="failed"):
         compiler.ensure_object(path, source, flags)
     assert not path.exists()
+
+
+def test_units_balanced_by_lines_of_code(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A part's comment lines (its notes on virtual and constant tensors) weigh nothing when
+    parts are shared between translation units: gcc spends no time on them."""
+    monkeypatch.setattr(c_backend, "SPLIT_MIN_LINES", 0)
+    notes = tuple(f"  /* virtual: t{k} (inlined into 1 read) */" for k in range(400))
+    code = tuple(f"  x[{k}] = 0.0f;" for k in range(100))
+
+    def part(body: tuple[str, ...]) -> c_backend._Part:
+        return c_backend._Part(body, (), (), False)
+
+    parts = [part(notes + code[:10]), part(code), part(code), part(code[:80])]
+    groups = c_backend._groups(parts, False, 2)
+    loads = [sum(c_backend._code_lines(parts[k].body) for k in g) for g in groups]
+    assert sorted(k for g in groups for k in g) == [0, 1, 2, 3]
+    assert max(loads) - min(loads) <= 100  # by all lines: part 0 alone (10 lines of code)
+    assert c_backend._code_lines(notes + code) == 100
