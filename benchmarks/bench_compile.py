@@ -59,12 +59,12 @@ def worker(depth: int, cache: Path) -> dict[str, float]:
     t1 = time.perf_counter()
     prog, _, _ = oc.Context().lower_code(code, name=f"mlp{depth}")
     t2 = time.perf_counter()
-    units, extra_flags = render_c_units(prog)
+    units, extra_flags, objects = render_c_units(prog)
     t3 = time.perf_counter()
     cname = c_ident(prog.name, "ocannl_")
     flags = (*compiler.effective_flags(compiler.DEFAULT_OPT_FLAGS), *extra_flags)
-    so_path = compiler.build_cached(cname, units[0], flags, cache,
-                                    extra_units=units[1:]).so_path
+    so_path = compiler.build_cached(cname, units[0], flags, cache, extra_units=units[1:],
+                                    objects=objects).so_path
     t4 = time.perf_counter()
     ffi = cffi.FFI()
     ffi.cdef(C.cdef(cname, "float"))  # the entry point: a pointer table, a statics array

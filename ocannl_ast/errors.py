@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import itertools
 import linecache
 import os
 import sys
@@ -45,12 +44,33 @@ def _char_col(line: str, byte_col: int) -> int:
     return len(line.encode()[:byte_col].decode(errors="ignore"))
 
 
+_Positions = tuple[tuple[int | None, int | None, int | None, int | None], ...]
+#: id(code) -> (code, its position table): the last few code objects looked up
+_POSITIONS: dict[int, tuple[types.CodeType, _Positions]] = {}
+
+
+def _positions(code: types.CodeType) -> _Positions:
+    """`code`'s position table, one entry per instruction, kept for the next lookup: a
+    script's module code builds every op of a model from one long code object, and
+    walking its table anew for each op is quadratic."""
+    got = _POSITIONS.get(id(code))
+    if got is not None and got[0] is code:
+        return got[1]
+    if len(_POSITIONS) >= 64:
+        _POSITIONS.clear()
+    table = tuple(code.co_positions())
+    _POSITIONS[id(code)] = (code, table)
+    return table
+
+
 def frame_span(frame: types.FrameType) -> Span:
     """Where `frame` is now: its line and, from the code's position table (Python 3.11+),
     the column and text of the expression being evaluated (the call or operator)."""
     code = frame.f_code
     line, col, text = frame.f_lineno, 0, None
-    pos = next(itertools.islice(code.co_positions(), max(frame.f_lasti, 0) // 2, None), None)
+    table = _positions(code)
+    at = max(frame.f_lasti, 0) // 2
+    pos = table[at] if at < len(table) else None
     if pos is not None and pos[0] is not None and pos[2] is not None:
         line = pos[0]
         src = linecache.getline(code.co_filename, line).rstrip("\n")

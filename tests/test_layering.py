@@ -200,6 +200,7 @@ BACKEND_MAY_IMPORT = frozenset({
     "ocannl_ast.config", "ocannl_ast.errors", "ocannl_ast.lowering.loop_ir", "ocannl_ast.lowering.loop_verify",
     "ocannl_ast.lowering.loop_print", "ocannl_ast.lowering.threefry",
     "ocannl_ast.lowering.walk", "ocannl_ast.lowering.nests",
+    "ocannl_ast.lowering.gc_pause",  # a leaf: pauses the cyclic GC while rendering
 })
 
 

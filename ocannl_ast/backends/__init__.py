@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import BackendError
-from ..lowering.loop_ir import LoopProgram
+from ..lowering.loop_ir import LoopProgram, Precision
 from .c_syntax import C, CSyntax
 from .cuda_syntax import CUDA, CudaSyntax
 from .protocol import Backend, CompiledRoutine
@@ -50,6 +50,14 @@ class CBackend:
         from .c_backend import compile_c
 
         return compile_c(prog, self.syntax)
+
+    def prepare(self, precision: Precision) -> None:
+        """Called by a context before it lowers a routine of `precision` (an optional hook):
+        starts compiling the contraction kernel's object in the background unless it is
+        cached, so that gcc works on it while the routine is lowered."""
+        from .c_backend import prebuild_kernel
+
+        prebuild_kernel(self.syntax, precision)
 
     def ensure_runtime(self) -> None:
         pass  # gcc is checked when the first routine compiles

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ocannl_ast import config
-from ocannl_ast.backends.c_contraction_kernel import SHARED_LINKAGE, run_prototype
+from ocannl_ast.backends.c_contraction import threads_setting
+from ocannl_ast.backends.c_contraction_kernel import SHARED_LINKAGE, kernel_c, run_prototype
 from ocannl_ast.backends.c_renderer import CRenderer
 from ocannl_ast.backends.c_syntax import C, CSyntax, Word, c_const, c_ident
 from ocannl_ast.backends.compiler import (
@@ -22,22 +23,25 @@ from ocannl_ast.backends.compiler import (
     build_cached,
     cache_dir_default,
     effective_flags,
+    prebuild_object,
 )
 from ocannl_ast.backends.protocol import CompiledRoutine
 from ocannl_ast.backends.runtime import CRoutine, LoadedLibrary, is_loaded, load
 from ocannl_ast.errors import BackendError
 from ocannl_ast.lowering import nests
+from ocannl_ast.lowering.gc_pause import gc_paused
 from ocannl_ast.lowering.loop_ir import (
     Buffer,
     Comment,
     DeclLocal,
     LoopProgram,
+    Precision,
     SetLocal,
     Symbol,
 )
 
 __all__ = ["DEFAULT_OPT_FLAGS", "CRoutine", "CompiledRoutine", "c_const", "c_ident",
-           "cc_jobs", "compile_c", "render_c", "render_c_units"]
+           "cc_jobs", "compile_c", "prebuild_kernel", "render_c", "render_c_units"]
 
 
 @dataclass(slots=True)
@@ -49,6 +53,9 @@ class _Rendered:
     checks: dict[int, str] = field(default_factory=dict)  #: CheckIndex code -> description
     flags: tuple[str, ...] = ()  #: gcc flags the source needs (-fopenmp, the dialect's)
     extra_units: tuple[str, ...] = ()  #: more translation units, linked with `source`
+    #: translation units compiled once per cache directory and linked in (`kernel_apart`:
+    #: the contraction kernel, the same text for every routine of an element type)
+    objects: tuple[str, ...] = ()
 
 
 #: C lines per function of a routine: top-level statements are packed in order into
@@ -144,14 +151,21 @@ def cc_jobs() -> int:
     return int(raw)
 
 
+def _code_lines(body: tuple[str, ...]) -> int:
+    """Lines of `body` gcc has work in: not its comment lines (a part's notes on virtual
+    and constant tensors can be hundreds of lines)."""
+    return sum(1 for ln in body if not (ln.lstrip().startswith("/*") and ln.endswith("*/")))
+
+
 def _groups(parts: list[_Part], kernel: bool, jobs: int) -> list[list[int]]:
     """The parts of each translation unit (positions in `parts`, in order). Unit 0 holds the
-    entry point and the kernel (weighing `KERNEL_LINES`); the parts go, longest first, to the
-    unit with the fewest lines so far. One unit when `jobs` is 1 or the routine is small."""
-    sizes = [len(p.body) + 2 for p in parts]
+    entry point and the kernel (weighing `KERNEL_LINES`) unless it is compiled apart; the
+    parts go, longest first, to the unit with the fewest lines of code (`_code_lines`) so far. One unit when `jobs` is 1 or the routine is small."""
+    sizes = [_code_lines(p.body) + 2 for p in parts]
     if jobs <= 1 or len(parts) < 2 or sum(sizes) < SPLIT_MIN_LINES:
         return [list(range(len(parts)))]
-    load = [KERNEL_LINES if kernel else 0] + [0] * (min(jobs, len(parts)) - 1)
+    # unit 0 also holds the entry point: a call and a declaration per part
+    load = [(KERNEL_LINES if kernel else 0) + len(parts)] + [0] * (min(jobs, len(parts)) - 1)
     groups: list[list[int]] = [[] for _ in load]
     for k in sorted(range(len(parts)), key=lambda k: -sizes[k]):
         g = load.index(min(load))
@@ -161,7 +175,15 @@ def _groups(parts: list[_Part], kernel: bool, jobs: int) -> list[list[int]]:
 
 
 def _render(prog: LoopProgram, syntax: CSyntax = C, budget: int | None = None,
-            jobs: int = 1) -> _Rendered:
+            jobs: int = 1, *, kernel_apart: bool = False) -> _Rendered:
+    """The routine's translation units; with `kernel_apart`, the contraction kernel is not
+    in them but in `_Rendered.objects` (each unit declares its entry points)."""
+    with gc_paused():  # see `lowering.gc_pause`
+        return _render_paused(prog, syntax, budget, jobs, kernel_apart)
+
+
+def _render_paused(prog: LoopProgram, syntax: CSyntax, budget: int | None,
+                   jobs: int, kernel_apart: bool) -> _Rendered:
     r = CRenderer(prog, syntax)
     parts = _parts(r, FUNCTION_LINES if budget is None else budget)
     cname = c_ident(prog.name, "ocannl_")
@@ -171,6 +193,11 @@ def _render(prog: LoopProgram, syntax: CSyntax = C, budget: int | None = None,
     head += syntax.helper_defs(r.helpers, r.words)
     kernel = r.kernels.definitions(r.words) if r.kernels is not None else []
     threefry = [*syntax.threefry(r.words), ""] if r.threefry else []
+    objects: tuple[str, ...] = ()
+    if kernel and kernel_apart:
+        objects = (_kernel_unit(syntax, r.words, kernel),)
+        kernel = []
+    proto = [run_prototype(t, r.words[Word.SUFFIX]), ""] if objects else []
     groups = _groups(parts, bool(kernel), jobs)
     # a part another unit defines is hidden (exported inside the shared object only)
     qual = syntax.function_qualifier.removeprefix("static").strip()
@@ -194,16 +221,17 @@ def _render(prog: LoopProgram, syntax: CSyntax = C, budget: int | None = None,
     entry += [*syntax.epilogue(), ""]
     flags = (*(r.kernels.flags() if r.kernels is not None else ()), *syntax.compile_flags)
     if len(groups) == 1:
-        source = "\n".join([*head, *kernel, *threefry, *(ln for f in functions for ln in f),
-                            *entry])
-        return _Rendered(source, cname, t, syntax.cdef(cname, t), r.checks, flags)
+        source = "\n".join([*head, *kernel, *proto, *threefry,
+                            *(ln for f in functions for ln in f), *entry])
+        return _Rendered(source, cname, t, syntax.cdef(cname, t), r.checks, flags,
+                         objects=objects)
     units = []
     elsewhere = [k for g in groups[1:] for k in g]
     for u, group in enumerate(groups):
         text = [f"{head[0][:-3]}, unit {u} of {len(groups)} */", *head[1:]]
         if kernel and u == 0:
             text += [f"#define OCK_RUN_LINKAGE {SHARED_LINKAGE}", *kernel]
-        elif kernel:
+        elif kernel or objects:
             text += [run_prototype(t, r.words[Word.SUFFIX]), ""]
         text += threefry + [ln for k in group for ln in functions[k]]
         if u == 0:
@@ -211,7 +239,14 @@ def _render(prog: LoopProgram, syntax: CSyntax = C, budget: int | None = None,
             text += ["", *entry]
         units.append("\n".join(text))
     return _Rendered(units[0], cname, t, syntax.cdef(cname, t), r.checks, flags,
-                     tuple(units[1:]))
+                     tuple(units[1:]), objects)
+
+
+def _kernel_unit(syntax: CSyntax, words: dict[str, str], kernel: list[str]) -> str:
+    """The contraction kernel as a translation unit of its own: its entry points exported
+    inside the shared object it is linked into (`SHARED_LINKAGE`)."""
+    return "\n".join([f"/* ocannl_ast contraction kernel ({words[Word.TYPE]}) */",
+                      *syntax.includes, f"#define OCK_RUN_LINKAGE {SHARED_LINKAGE}", *kernel])
 
 
 def _arg(r: CRenderer, buf: Buffer, i: int, table_type: str) -> str:
@@ -231,14 +266,36 @@ def render_c(prog: LoopProgram, syntax: CSyntax = C) -> str:
 
 
 def render_c_units(prog: LoopProgram, syntax: CSyntax = C, jobs: int | None = None
-                   ) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The translation units of a routine as `compile_c` builds them, and the gcc flags they
-    need besides `compiler.effective_flags`: one unit (`render_c`'s), or, for a routine of
-    `SPLIT_MIN_LINES` or more when `jobs` (default `cc_jobs()`) > 1, up to `jobs` units, the
-    first holding the entry point. Example: ``units, flags = render_c_units(prog, jobs=2)``.
+                   ) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """The translation units of a routine as `compile_c` builds them, the gcc flags they
+    need besides `compiler.effective_flags`, and the shared units linked with them (the
+    contraction kernel, when the routine calls it: compiled once per cache directory,
+    `compiler.ensure_object`): one unit (`render_c`'s, less the kernel), or, for a routine
+    of `SPLIT_MIN_LINES` or more when `jobs` (default `cc_jobs()`) > 1, up to `jobs` units,
+    the first holding the entry point.
+    Example: ``units, flags, objects = render_c_units(prog, jobs=2)``.
     """
-    rendered = _render(prog, syntax, jobs=cc_jobs() if jobs is None else jobs)
-    return (rendered.source, *rendered.extra_units), rendered.flags
+    rendered = _render(prog, syntax, jobs=cc_jobs() if jobs is None else jobs,
+                       kernel_apart=True)
+    return (rendered.source, *rendered.extra_units), rendered.flags, rendered.objects
+
+
+def prebuild_kernel(syntax: CSyntax, precision: Precision,
+                    opt_flags: Sequence[str] = DEFAULT_OPT_FLAGS) -> None:
+    """Start compiling the contraction kernel's object for `precision` in the background,
+    unless it is cached (`compiler.prebuild_object`): a routine about to be lowered then
+    finds it built. With ``OCANNL_AST_THREADS`` above 1 it is the -fopenmp build (that of
+    routines whose calls use threads)."""
+    if not syntax.contraction_kernels or precision.is_half:
+        return
+    words = syntax.words(precision)
+    kernel = kernel_c(words[Word.TYPE], words[Word.SUFFIX])
+    try:
+        omp = ("-fopenmp",) if threads_setting() > 1 else ()
+    except BackendError:  # a malformed OCANNL_AST_THREADS: rendering reports it
+        omp = ()
+    flags = (*effective_flags(opt_flags), *omp, *syntax.compile_flags)
+    prebuild_object(cache_dir_default(), _kernel_unit(syntax, words, kernel), flags)
 
 
 # ---- compiling and loading ---------------------------------------------------------
@@ -264,19 +321,19 @@ def compile_c(
         from ocannl_ast.lowering.loop_verify import verify_program
 
         verify_program(prog)
-    rendered = _render(prog, syntax, jobs=cc_jobs())
+    rendered = _render(prog, syntax, jobs=cc_jobs(), kernel_apart=True)
     flags = (*effective_flags(opt_flags), *rendered.flags)
     directory = Path(cache_dir) if cache_dir is not None else cache_dir_default()
     dialect = syntax.fingerprint()
     entry = build_cached(rendered.cname, rendered.source, flags, directory, dialect=dialect,
-                         extra_units=rendered.extra_units)
+                         extra_units=rendered.extra_units, objects=rendered.objects)
     if not is_loaded(entry.so_path):
         try:
             load(entry.so_path, rendered.cdef)
         except OSError:  # verified yet not loadable (e.g. written by another gcc): rebuild
             entry = build_cached(rendered.cname, rendered.source, flags, entry.so_path.parent,
                                  dialect=dialect, rebuild=True,
-                                 extra_units=rendered.extra_units)
+                                 extra_units=rendered.extra_units, objects=rendered.objects)
             try:
                 load(entry.so_path, rendered.cdef)
             except OSError as exc:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import atexit
 import concurrent.futures
+import contextlib
 import functools
 import hashlib
 import json
@@ -22,6 +23,7 @@ import secrets
 import shutil
 import subprocess
 import tempfile
+import threading
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -93,13 +95,14 @@ def _cpu_id() -> str:
 
 
 def cache_key(source: str, flags: Sequence[str], dialect: str = "",
-              extra_units: Sequence[str] = ()) -> str:
+              extra_units: Sequence[str] = (), objects: Sequence[str] = ()) -> str:
     """sha256 over the source, the flags, the compiler version, the dialect's fingerprint
-    (`CSyntax.fingerprint`) when given, the other translation units when any, and the CPU
-    for ``-march=native``."""
+    (`CSyntax.fingerprint`) when given, the other translation units and the shared objects'
+    sources when any, and the CPU for ``-march=native``."""
     h = hashlib.sha256()
     parts = (source, "\0".join(flags), _compiler_id(CC), *((dialect,) if dialect else ()),
-             *(("units", *extra_units) if extra_units else ()))
+             *(("units", *extra_units) if extra_units else ()),
+             *(("objects", *objects) if objects else ()))
     for part in parts:
         h.update(part.encode())
         h.update(b"\x00\x01")
@@ -152,20 +155,117 @@ def _compile(c_path: Path, out: Path, flags: Sequence[str]) -> None:
     _gcc([CC, *flags, "-o", str(out), str(c_path), "-lm"], c_path)
 
 
-def _compile_units(c_paths: Sequence[Path], out: Path, flags: Sequence[str]) -> None:
-    """Compile each translation unit to an object file, all at once (one gcc each), then
-    link them into the shared object `out`. The objects are temporary files beside `out`."""
+def _compile_units(c_paths: Sequence[Path], out: Path, flags: Sequence[str],
+                   shared: Sequence[tuple[Path, str]] = ()) -> None:
+    """Compile each translation unit to an object file, all at once (one gcc each) and
+    while the shared objects `shared` (their paths and sources) are made sure of, then link
+    them all into the shared object `out`. The units' objects are temporary files beside
+    `out`."""
     objs = [_temp_name(c.with_suffix(".o")) for c in c_paths]
     try:
-        with concurrent.futures.ThreadPoolExecutor(len(c_paths)) as pool:
+        with concurrent.futures.ThreadPoolExecutor(len(c_paths) + len(shared)) as pool:
             jobs = [pool.submit(_gcc, [CC, *flags, "-c", "-o", str(o), str(c)], c)
                     for c, o in zip(c_paths, objs)]
+            jobs += [pool.submit(ensure_object, path, text, flags)
+                     for path, text in shared]
             for job in jobs:  # the first failing unit, in unit order
                 job.result()
-        _gcc([CC, *flags, "-o", str(out), *map(str, objs), "-lm"], c_paths[0])
+        _gcc([CC, *flags, "-o", str(out), *map(str, objs), *(str(p) for p, _ in shared),
+              "-lm"], c_paths[0])
     finally:
         for o in objs:
             o.unlink(missing_ok=True)
+
+
+# ---- shared objects: sources compiled once per cache directory, linked into routines ----
+
+_OBJECTS_LOCK = threading.Lock()
+#: object path -> the build of it running in this process (another thread waits for it)
+_OBJECTS_BUILDING: dict[Path, concurrent.futures.Future[None]] = {}
+
+
+def object_path(directory: Path, source: str, flags: Sequence[str]) -> Path:
+    """Where the object file of the shared unit `source` compiled with `flags` is cached:
+    ``shared/ocannl_shared-<key>.o`` below `directory` (beside it its source ``.c`` and its
+    digest ``.json``)."""
+    return directory / "shared" / f"ocannl_shared-{cache_key(source, flags)[:32]}.o"
+
+
+def _object_ready(path: Path) -> bool:
+    """The object file exists and matches the digest recorded after it was compiled."""
+    try:
+        meta = json.loads(path.with_suffix(".json").read_bytes())
+        data = path.read_bytes()
+    except (OSError, ValueError):
+        return False
+    return (isinstance(meta, dict) and meta.get("version") == _META_VERSION
+            and meta.get("o_sha256") == _digest(data))
+
+
+def _build_object(path: Path, source: str, flags: Sequence[str]) -> None:
+    c_path = path.with_suffix(".c")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _write_atomic(c_path, source.encode())
+    tmp = _temp_name(path)
+    try:
+        _gcc([CC, *flags, "-c", "-o", str(tmp), str(c_path)], c_path)
+        digest = _digest(tmp.read_bytes())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    meta = {"version": _META_VERSION, "o_sha256": digest, "flags": list(flags)}
+    _write_atomic(path.with_suffix(".json"), json.dumps(meta, indent=1).encode())
+
+
+def ensure_object(path: Path, source: str, flags: Sequence[str]) -> None:
+    """Make sure `path` (`object_path`) holds `source` compiled with `flags` (``-c``): kept
+    when its digest matches, else compiled; a build of it already running in this process
+    (`prebuild_object`) is waited for rather than repeated."""
+    with _OBJECTS_LOCK:
+        running = _OBJECTS_BUILDING.get(path)
+        if running is None:
+            if _object_ready(path):
+                return
+            running = _OBJECTS_BUILDING[path] = concurrent.futures.Future()
+            mine = True
+        else:
+            mine = False
+    if not mine:
+        try:
+            running.result()
+            if _object_ready(path):
+                return
+        except (BackendError, OSError):
+            pass  # that build failed: this one reports its own error
+        _build_object(path, source, flags)
+        return
+    try:
+        _build_object(path, source, flags)
+        running.set_result(None)
+    except BaseException as exc:
+        running.set_exception(exc)
+        raise
+    finally:
+        with _OBJECTS_LOCK:
+            _OBJECTS_BUILDING.pop(path, None)
+
+
+def prebuild_object(directory: Path, source: str, flags: Sequence[str]) -> None:
+    """Compile the shared unit `source` in a background thread unless it is cached, so that
+    gcc runs while the caller still lowers the routine that links it; errors are left to
+    the build that needs the object (`ensure_object` builds it again and reports them)."""
+    path = object_path(directory, source, flags)
+    with _OBJECTS_LOCK:
+        if path in _OBJECTS_BUILDING:
+            return
+    if _object_ready(path):
+        return
+
+    def build() -> None:
+        with contextlib.suppress(BackendError, OSError):
+            ensure_object(path, source, flags)
+
+    threading.Thread(target=build, name="ocannl_ast prebuild", daemon=False).start()
 
 
 def _units_digest(units: Sequence[str]) -> str:
@@ -173,18 +273,25 @@ def _units_digest(units: Sequence[str]) -> str:
     return _digest(units[0].encode() if len(units) == 1 else "\0".join(units).encode())
 
 
-def _build(entry: CacheEntry, units: Sequence[str], flags: Sequence[str]) -> None:
-    """Write the source units, compile them, then rename the .so and write its digests: the
-    .so appears whole, and its digest file only after it (a reader in between rebuilds)."""
+def _build(entry: CacheEntry, units: Sequence[str], flags: Sequence[str],
+           objects: Sequence[str] = ()) -> None:
+    """Write the source units, compile them (linking the shared `objects`, compiled once per
+    directory: `ensure_object`), then rename the .so and write its digests: the .so
+    appears whole, and its digest file only after it (a reader in between rebuilds)."""
     c_paths = (entry.c_path, *entry.extra_paths)
     for path, text in zip(c_paths, units):
         _write_atomic(path, text.encode())
+    shared = [(object_path(entry.c_path.parent, text, flags), text)
+              for text in objects]
     tmp = _temp_name(entry.so_path)
     try:
-        if len(c_paths) == 1:
+        if len(c_paths) == 1 and not shared:
             _compile(entry.c_path, tmp, flags)
+        elif len(c_paths) == 1 and all(_object_ready(p) for p, _ in shared):
+            _gcc([CC, *flags, "-o", str(tmp), str(entry.c_path), *(str(p) for p, _ in shared),
+                  "-lm"], entry.c_path)
         else:
-            _compile_units(c_paths, tmp, flags)
+            _compile_units(c_paths, tmp, flags, shared)
         so_digest = _digest(tmp.read_bytes())
         os.replace(tmp, entry.so_path)
     finally:
@@ -212,8 +319,9 @@ def entry_is_valid(entry: CacheEntry, source: str, extra_units: Sequence[str] = 
 
 
 def _entry(directory: Path, name: str, source: str, flags: Sequence[str],
-           dialect: str, extra_units: Sequence[str] = ()) -> CacheEntry:
-    stem = f"{name}-{cache_key(source, flags, dialect, extra_units)[:32]}"
+           dialect: str, extra_units: Sequence[str] = (),
+           objects: Sequence[str] = ()) -> CacheEntry:
+    stem = f"{name}-{cache_key(source, flags, dialect, extra_units, objects)[:32]}"
     extra = tuple(directory / f"{stem}.u{k}.c" for k in range(1, len(extra_units) + 1))
     return CacheEntry(directory / f"{stem}.c", directory / f"{stem}.so",
                       directory / f"{stem}.json", extra)
@@ -248,31 +356,36 @@ def _warn_unusable(directory: Path, exc: OSError, fallback: Path) -> None:
 
 
 def _build_in(directory: Path, name: str, source: str, flags: Sequence[str],
-              dialect: str, rebuild: bool, extra_units: Sequence[str]) -> CacheEntry:
-    entry = _entry(directory, name, source, flags, dialect, extra_units)
+              dialect: str, rebuild: bool, extra_units: Sequence[str],
+              objects: Sequence[str] = ()) -> CacheEntry:
+    entry = _entry(directory, name, source, flags, dialect, extra_units, objects)
     if rebuild or not entry_is_valid(entry, source, extra_units):
         directory.mkdir(parents=True, exist_ok=True)
-        _build(entry, (source, *extra_units), flags)
+        _build(entry, (source, *extra_units), flags, objects)
     return entry
 
 
 def build_cached(
     name: str, source: str, flags: Sequence[str], directory: Path, *, dialect: str = "",
-    rebuild: bool = False, extra_units: Sequence[str] = (),
+    rebuild: bool = False, extra_units: Sequence[str] = (), objects: Sequence[str] = (),
 ) -> CacheEntry:
     """The verified cache entry of `source` (rendered in the dialect whose fingerprint is
     `dialect`) compiled with `flags`, built if missing or invalid (always with `rebuild`).
     `extra_units`: more translation units linked with `source` into the one shared object,
-    all compiled at once. Example: ``build_cached("f", src, flags, dir).so_path``.
+    all compiled at once. `objects`: sources compiled once per directory and flags
+    (`ensure_object`: the contraction kernel) and linked in too.
+    Example: ``build_cached("f", src, flags, dir).so_path``.
     """
     try:
-        return _build_in(directory, name, source, flags, dialect, rebuild, extra_units)
+        return _build_in(directory, name, source, flags, dialect, rebuild, extra_units,
+                         objects)
     except OSError as exc:  # the directory cannot hold the entry: use a private one
         fallback = _private_dir()
         if directory == fallback:
             raise BackendError(f"cannot write the compiled routine {name}: {exc}") from None
         _warn_unusable(directory, exc, fallback)
         try:
-            return _build_in(fallback, name, source, flags, dialect, rebuild, extra_units)
+            return _build_in(fallback, name, source, flags, dialect, rebuild, extra_units,
+                             objects)
         except OSError as exc2:
             raise BackendError(f"cannot write the compiled routine {name}: {exc2}") from None

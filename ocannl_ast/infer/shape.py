@@ -49,6 +49,8 @@ class Shape:
         self.label = label
         self.id = fresh_id()
         self._rows = (batch, output, input_)
+        #: each row's sizes once read closed outside a solver transaction (they never change)
+        self._closed: list[tuple[int, ...] | None] = [None, None, None]
         self.is_param = is_param
         self.is_terminal = is_terminal or is_param
         #: where a parameter was created (given by the caller): closing errors point there
@@ -89,7 +91,11 @@ class Shape:
             self.solver.close([self])
 
     def _ints(self, ix: int) -> tuple[int, ...]:
-        r = self.solver.subst_row(self._rows[ix])
+        known = self._closed[ix]
+        if known is not None:
+            return known
+        solver = self.solver
+        r = solver.subst_row(self._rows[ix])
         sizes = [dim_size(d) for d in r.dims]
         if r.var is not None or any(n is None for n in sizes):
             kind = ("batch", "output", "input")[ix]
@@ -97,7 +103,10 @@ class Shape:
                              f"so far: {self.describe()}); call oc.infer_shapes(tensor) first "
                              "(eval and compile do it); reading a shape never closes it",
                              user_span())
-        return tuple(int(n) for n in sizes)  # type: ignore[arg-type]
+        out = tuple(int(n) for n in sizes)  # type: ignore[arg-type]
+        if not solver.in_transaction():  # a failing one may still undo the bindings read
+            self._closed[ix] = out
+        return out
 
     @property
     def batch(self) -> tuple[int, ...]:

@@ -119,6 +119,10 @@ class SolverState:
             self._trail.append((table, key, table[key]))
         return table.pop(key)
 
+    def in_transaction(self) -> bool:
+        """Whether an `atomically` block is running (its changes may still be undone)."""
+        return self.find()._trail is not None
+
     def atomically(self, fn: Callable[[], None]) -> None:
         """Run `fn`; if it raises, undo every change it made (a failed operation must not
         poison the shared solver with its half-processed constraints)."""

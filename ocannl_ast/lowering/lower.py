@@ -77,13 +77,21 @@ PLAIN_WRITE_OK = frozenset({BinOp.ADD, BinOp.MUL, BinOp.MAX, BinOp.MIN, BinOp.AR
 def lower(code: Asgn, name: str, *, static_args: tuple[Symbol, ...] = (),
           precision: Precision = Precision.FLOAT32) -> LoopProgram:
     """Lower assignments into one routine. Example: ``lower(seq(...), "step")``."""
-    buffers: dict[int, Buffer] = {}
+    buffers = _Buffers()
     body = resolve_views(_lower(code, buffers))
     body = _number_locals(body, itertools.count(1))
     return LoopProgram(name, tuple(buffers.values()), static_args, body, precision)
 
 
-def _use(buf: Buffer, buffers: dict[int, Buffer]) -> Buffer:
+class _Buffers(dict[int, Buffer]):
+    """The routine's buffers by id, in order of first use, and the names they took."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: set[str] = set()
+
+
+def _use(buf: Buffer, buffers: _Buffers) -> Buffer:
     """Register a buffer; names are made unique in order of first use (deterministic). A
     view registers its parent (`lowering.views` resolves the view's accesses)."""
     if buf.view is not None:
@@ -91,18 +99,18 @@ def _use(buf: Buffer, buffers: dict[int, Buffer]) -> Buffer:
         return dataclasses.replace(buf, view=dataclasses.replace(buf.view, parent=parent))
     known = buffers.get(buf.id)
     if known is None:
-        taken = {b.name for b in buffers.values()}
         name, k = buf.name, 1
-        while name in taken:
+        while name in buffers.names:
             name, k = f"{buf.name}_{k}", k + 1
+        buffers.names.add(name)
         known = buffers[buf.id] = Buffer(buf.id, name, buf.dims, buf.uint4x32,
-                                             precision=buf.precision)
+                                         precision=buf.precision)
     if known.dims != buf.dims:
         raise ValueError(f"buffer {buf.name} used with dims {buf.dims} and {known.dims}")
     return known
 
 
-def _lower(code: Asgn, buffers: dict[int, Buffer]) -> Stmt:
+def _lower(code: Asgn, buffers: _Buffers) -> Stmt:
     match code:
         case Noop():
             return LNoop()
@@ -130,7 +138,7 @@ def _lower(code: Asgn, buffers: dict[int, Buffer]) -> Stmt:
             assert_never(code)
 
 
-def _lower_vec(v: VecSet, buffers: dict[int, Buffer]) -> Stmt:
+def _lower_vec(v: VecSet, buffers: _Buffers) -> Stmt:
     """Set_from_vec: one loop over the input cells, each writing `length` output cells."""
     lhs, rhs = _use(v.lhs, buffers), _use(v.rhs, buffers)
     n_out, n_in = math.prod(lhs.dims), math.prod(rhs.dims)
@@ -165,7 +173,7 @@ def apply_op(op: UnOp | BinOp | TernOp, args: list[Expr]) -> Expr:
     return Ternary(op, args[0], args[1], args[2])
 
 
-def _lower_accum(a: Accum, buffers: dict[int, Buffer]) -> Stmt:
+def _lower_accum(a: Accum, buffers: _Buffers) -> Stmt:
     value = NEUTRAL[a.accum] if a.margin_value is None else a.margin_value
     resets = [_reset_margins(_use(b, buffers), m, value)
               for b, m in zip(a.rhs, a.rhs_margins, strict=False) if m]
@@ -205,7 +213,7 @@ def _reset_margins(buf: Buffer, margins: tuple[tuple[int, int], ...], value: flo
     return LSeq(tuple(stmts))
 
 
-def _lower_accum_body(a: Accum, buffers: dict[int, Buffer]) -> Stmt:
+def _lower_accum_body(a: Accum, buffers: _Buffers) -> Stmt:
     p = a.projections
     lhs = _use(a.lhs, buffers)
     lhs_ix = coupled.flat(p.lhs)

@@ -266,6 +266,9 @@ class Context:
 
     def _compile(self, code: Any, name: str, content_named: bool,
                  keep: Sequence[Tensor | NodeRef] = ()) -> Routine:
+        prepare = getattr(self.backend, "prepare", None)  # an optional backend hook
+        if prepare is not None:
+            prepare(self.precision)  # the C backend starts building its kernel meanwhile
         with self.lock:
             code = as_code(code)
             code = code + schedules.pending_advances(code)  # a schedule read by an update

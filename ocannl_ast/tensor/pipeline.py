@@ -23,6 +23,7 @@ from ..infer.relations import logic_name
 from ..lowering import assignments as A
 from ..lowering.coupled import check_cover
 from ..lowering.digest import content_name
+from ..lowering.gc_pause import gc_paused
 from ..lowering.loop_ir import CONTRACTION_MIN_WORK, IndexExpr, LoopProgram, Precision
 from ..lowering.lower import NEUTRAL, lower
 from ..lowering.simplify import fold_zero_fills
@@ -474,7 +475,7 @@ def run(code: Code, opts: Options) -> Lowered:
     trace: list[tuple[str, Any]] = []
     ir: Any = code
     virtual = folded = scratch = frozenset[int]()
-    with lowering_lock:
+    with lowering_lock, gc_paused():
         caller_keep, opts = opts.keep, with_escaping(code, opts)
         for stage in STAGES:
             ir = stage.run(ir, opts)
