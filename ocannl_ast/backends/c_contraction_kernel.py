@@ -14,11 +14,12 @@ sum under the global -ffp-contract=off), never left to gcc's FMA contraction, wh
 on the tuning: ``-mtune=znver*`` (``--param avoid-fma-max-bits=256``) keeps a loop-carried
 ``acc += x * b`` chain as a multiply and an add in some loops and fuses it in others, so the
 small and blocked paths gave different bits on AMD CPUs with -march=native.
-Problems on one thread with no third factor on A whose B panel (K x N) is within
-OCK_SMALL_BYTES (OCK_SMALL_DEEP when K spans several blocks) take the "small" path: B packed once (on the stack up to OCK_SMALL_STACK
-bytes: no heap allocation for small problems), or read in place when its rows are
-contiguous and N is whole vectors, A read in place through its offset tables, C stored directly from
-the registers; per element it sums in the same order as the blocked path (K in blocks of
+Problems on one thread whose B panel (K x N) is within OCK_SMALL_BYTES (OCK_SMALL_DEEP
+when K spans several blocks) take the "small" path: B packed once (on the stack up to
+OCK_SMALL_STACK bytes: no heap allocation for small problems), or read in place when its
+rows are contiguous and N is whole vectors, A read in place through its offset tables (a
+third factor on A multiplied in as it is read: the product the blocked path packs), C
+stored directly from the registers; per element it sums in the same order as the blocked path (K in blocks of
 OCK_KC), so both give the same bits. (Measured faster than the blocked path at every size
 it takes, from 20x16x16 to 4000x32x4096: A's packing costs more than it saves.) A product
 with batch loops is one call (`ocannl_mm_runb`): the offset tables are built once and the
@@ -231,23 +232,27 @@ static int ocannl_mm_direct_b_SFX(const ocannl_mm_shape_SFX* s) {
 __attribute__((always_inline))
 static inline void ocannl_mm_stile_SFX(const ocannl_mm_shape_SFX* s, const OCK_T* a,
                                        const OCK_T* bp, const int64_t* restrict brow, OCK_T* c,
-                                       int add, int64_t i0, int rows, int64_t j0, int nv) {
+                                       int add, int64_t i0, int rows, int64_t j0, int nv,
+                                       int two) {
   ocannl_mm_v_SFX acc[OCK_MR][2];
   const OCK_T* ar[OCK_MR];
+  const OCK_T* ar2[OCK_MR];
 #pragma GCC unroll 16
   for (int r = 0; r < rows; ++r) {
     ar[r] = a + s->am[i0 + r];
+    ar2[r] = two ? s->a2 + s->a2m[i0 + r] : a;
     acc[r][0] = (ocannl_mm_v_SFX){0};
     acc[r][1] = (ocannl_mm_v_SFX){0};
   }
   for (int64_t k = 0; k < s->k; ++k) {
-    const int64_t o = s->ak[k];
+    const int64_t o = s->ak[k], o2 = two ? s->a2k[k] : 0;
     ocannl_mm_v_SFX bv[2];
 #pragma GCC unroll 2
     for (int v = 0; v < nv; ++v) memcpy(&bv[v], bp + brow[k] + j0 + v * OCK_SVL, sizeof bv[v]);
 #pragma GCC unroll 16
     for (int r = 0; r < rows; ++r) {
-      const OCK_T x = ar[r][o];
+      /* with a third factor, its product first: the value the blocked path packs */
+      const OCK_T x = two ? ar[r][o] * ar2[r][o2] : ar[r][o];
 #pragma GCC unroll 2
       for (int v = 0; v < nv; ++v) acc[r][v] = ocannl_mm_fma_SFX(acc[r][v], x, bv[v]);
     }
@@ -281,11 +286,26 @@ static inline void ocannl_mm_stile_SFX(const ocannl_mm_shape_SFX* s, const OCK_T
 __attribute__((always_inline))
 static inline void ocannl_mm_strip_SFX(const ocannl_mm_shape_SFX* s, const OCK_T* a,
                                        const OCK_T* bp, const int64_t* restrict brow,
-                                       int64_t np, OCK_T* c, int add, int64_t i0, int rows) {
+                                       int64_t np, OCK_T* c, int add, int64_t i0, int rows,
+                                       int two) {
   int64_t j0 = 0;
   for (; np - j0 >= 2 * OCK_SVL; j0 += 2 * OCK_SVL)
-    ocannl_mm_stile_SFX(s, a, bp, brow, c, add, i0, rows, j0, 2);
-  if (j0 < np) ocannl_mm_stile_SFX(s, a, bp, brow, c, add, i0, rows, j0, 1);
+    ocannl_mm_stile_SFX(s, a, bp, brow, c, add, i0, rows, j0, 2, two);
+  if (j0 < np) ocannl_mm_stile_SFX(s, a, bp, brow, c, add, i0, rows, j0, 1, two);
+}
+
+/* Every strip of rows (OCK_MR, OCK_MR / 2, then single rows) of one K block; `two`: A has
+   a third factor (a constant in each inlined copy). */
+__attribute__((always_inline))
+static inline void ocannl_mm_rows_SFX(const ocannl_mm_shape_SFX* sk, const OCK_T* a,
+                                      const OCK_T* bsrc, const int64_t* restrict brow,
+                                      int64_t np, OCK_T* c, int add, int two) {
+  int64_t i0 = 0;
+  for (; sk->m - i0 >= OCK_MR; i0 += OCK_MR)
+    ocannl_mm_strip_SFX(sk, a, bsrc, brow, np, c, add, i0, OCK_MR, two);
+  for (; sk->m - i0 >= OCK_MR / 2; i0 += OCK_MR / 2)
+    ocannl_mm_strip_SFX(sk, a, bsrc, brow, np, c, add, i0, OCK_MR / 2, two);
+  for (; i0 < sk->m; ++i0) ocannl_mm_strip_SFX(sk, a, bsrc, brow, np, c, add, i0, 1, two);
 }
 
 /* The small path: B's K x np panel on the stack (heap beyond OCK_SMALL_STACK bytes; nonzero
@@ -310,26 +330,23 @@ static int ocannl_mm_small_SFX(const ocannl_mm_shape_SFX* s, const OCK_T* a, con
     ocannl_mm_shape_SFX sk = *s;
     sk.k = s->k - p0 < OCK_KC ? s->k - p0 : OCK_KC;
     sk.ak = s->ak + p0;
+    if (s->a2) sk.a2k = s->a2k + p0;
     for (int64_t k = 0; k < sk.k; ++k) brow[k] = direct ? s->bk[p0 + k] : (p0 + k) * np;
     const int add = accumulate || p0 > 0;
-    int64_t i0 = 0;
-    for (; s->m - i0 >= OCK_MR; i0 += OCK_MR)
-      ocannl_mm_strip_SFX(&sk, a, bsrc, brow, np, c, add, i0, OCK_MR);
-    for (; s->m - i0 >= OCK_MR / 2; i0 += OCK_MR / 2)
-      ocannl_mm_strip_SFX(&sk, a, bsrc, brow, np, c, add, i0, OCK_MR / 2);
-    for (; i0 < s->m; ++i0) ocannl_mm_strip_SFX(&sk, a, bsrc, brow, np, c, add, i0, 1);
+    if (s->a2) ocannl_mm_rows_SFX(&sk, a, bsrc, brow, np, c, add, 1);
+    else ocannl_mm_rows_SFX(&sk, a, bsrc, brow, np, c, add, 0);
   }
   if (!on_stack) free(bp);
   return 0;
 }
 
-/* Whether the small path takes this problem: no third factor on A, and B's K x N panel
-   (N rounded up to whole vectors; packed or read in place) within OCK_SMALL_BYTES. */
+/* Whether the small path takes this problem: B's K x N panel (N rounded up to whole
+   vectors; packed or read in place) within OCK_SMALL_BYTES. */
 static int ocannl_mm_is_small_SFX(const ocannl_mm_shape_SFX* s) {
   const int64_t np = (s->n + OCK_SVL - 1) / OCK_SVL * OCK_SVL;
   const int64_t limit = s->k <= OCK_KC ? OCK_SMALL_BYTES : OCK_SMALL_BYTES < OCK_SMALL_DEEP
                                                             ? OCK_SMALL_BYTES : OCK_SMALL_DEEP;
-  return !s->a2 && s->k * np <= (int64_t)(limit / sizeof(OCK_T));
+  return s->k * np <= (int64_t)(limit / sizeof(OCK_T));
 }
 #undef OCK_SVL
 

@@ -46,8 +46,8 @@ from ocannl_ast.lowering.loop_ir import (
     Symbol,
     UnOp,
 )
-from ocannl_ast.lowering.schedule import MAX_UNROLL
 from ocannl_ast.lowering.nests import flat_terms
+from ocannl_ast.lowering.schedule import MAX_UNROLL
 from ocannl_ast.lowering.walk import gets, local_names
 
 #: Partial results per loop (fixed: the order must not depend on the machine).
