@@ -23,7 +23,7 @@ which of +0 / -0, or which NaN, can differ). The order depends only on the loop 
 (its extent and body), never on the machine, the vector width, the thread count or the
 scheduling passes: every path that renders the loop (`OCANNL_AST_SCHEDULE=0`,
 `OCANNL_AST_REORDER=0`, any `OCANNL_AST_THREADS`) gives the same bits. Loops of at most
-`schedule.MAX_UNROLL` terms are never taken (the unrolling pass would make them straight
+`loop_ir.MAX_UNROLL` terms are never taken (the unrolling pass would make them straight
 code on one path only). ``OCANNL_AST_LANES=0`` keeps every fold in order.
 """
 
@@ -35,6 +35,7 @@ from typing import Protocol
 from ocannl_ast import config
 from ocannl_ast.backends.c_syntax import CSyntax, Word
 from ocannl_ast.lowering.loop_ir import (
+    MAX_UNROLL,
     Binary,
     BinOp,
     Buffer,
@@ -47,7 +48,6 @@ from ocannl_ast.lowering.loop_ir import (
     UnOp,
 )
 from ocannl_ast.lowering.nests import flat_terms
-from ocannl_ast.lowering.schedule import MAX_UNROLL
 from ocannl_ast.lowering.walk import gets, local_names
 
 #: Partial results per loop (fixed: the order must not depend on the machine).

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .loop_ir import (
+    MAX_UNROLL,
     Binary,
     BinOp,
     Buffer,
@@ -49,9 +50,9 @@ from .walk import (
     subst_index,
 )
 
-#: reductions of at most this many terms per cell are unrolled (a pooling window, a tiny
-#: row): their loops are too short for gcc to vectorize, the cells around them are not
-MAX_UNROLL = 16
+#: `loop_ir.MAX_UNROLL`: reductions of at most this many terms per cell are unrolled (a
+#: pooling window, a tiny row): their loops are too short for gcc to vectorize, the cells
+#: around them are not
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,7 @@ kernel called directly: the lowering's accumulating nests do not reach it at the
 from __future__ import annotations
 
 import ctypes
+import itertools
 import platform
 import shutil
 import subprocess
@@ -324,10 +325,16 @@ def test_third_factor_on_a_small_path_has_the_blocked_paths_bits(
                         "-shared", "-fPIC", str(src), "-o", str(lib)], check=True)
         libs.append(ctypes.CDLL(str(lib)))
     ptr = ctypes.c_void_p
-    for m, k, n in [(9, 5, 17), (64, 64, 16), (7, 300, 24), (13, 16, 8)]:
-        a, a2 = _data(m * k, (m, k)).astype(dtype), _data(m + 2 * k, (m, k)).astype(dtype)
+    for (m, k, n), a2_t in itertools.product(
+            [(9, 5, 17), (64, 64, 16), (7, 300, 24), (13, 16, 8)], (False, True)):
+        # a2 laid out as A (one unit-stride product loop) or transposed (a gather)
+        a = _data(m * k, (m, k)).astype(dtype)
+        a2 = _data(m + 2 * k, (m, k)).astype(dtype)
         b = _data(k + n, (k, n)).astype(dtype)
-        d = np.array([1, 1, 1, m, k, k, n, n, 1, 0, 1, k, 1, 1, n, 0], dtype=np.int64)
+        s2 = (1, m) if a2_t else (k, 1)
+        if a2_t:
+            a2 = np.ascontiguousarray(a2.T).T  # same values, column-major storage
+        d = np.array([1, 1, 1, m, k, s2[0], n, n, 1, 0, 1, k, 1, s2[1], n, 0], dtype=np.int64)
         for acc in (False, True):
             c0 = _data(m * n + 1, (m, n)).astype(dtype)
             outs = []
@@ -339,4 +346,4 @@ def test_third_factor_on_a_small_path_has_the_blocked_paths_bits(
                 outs.append(c)
             want = (a.astype(np.float64) * a2) @ b + (c0 if acc else 0)
             np.testing.assert_allclose(outs[0], want, **_tol(k + 1, precision))
-            assert outs[0].tobytes() == outs[1].tobytes(), (precision, m, k, n, acc)
+            assert outs[0].tobytes() == outs[1].tobytes(), (precision, m, k, n, acc, a2_t)
