@@ -46,6 +46,12 @@ def reorder() -> bool:
     return _on("REORDER", True)
 
 
+def lanes() -> bool:
+    """``OCANNL_AST_LANES``: let the C backend sum long reduction loops in 8 lanes (a fixed
+    reassociation that vectorizes, `backends/c_lanes.py`; on unless "0")."""
+    return _on("LANES", True)
+
+
 def libm() -> bool:
     """``OCANNL_AST_LIBM=1``: the C backend calls libm's exp, log, tanh instead of its own
     vectorizable versions (`backends/c_math.py`; their error bounds: docs/generated_code.md)."""

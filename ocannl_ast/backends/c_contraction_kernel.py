@@ -14,11 +14,12 @@ sum under the global -ffp-contract=off), never left to gcc's FMA contraction, wh
 on the tuning: ``-mtune=znver*`` (``--param avoid-fma-max-bits=256``) keeps a loop-carried
 ``acc += x * b`` chain as a multiply and an add in some loops and fuses it in others, so the
 small and blocked paths gave different bits on AMD CPUs with -march=native.
-Problems on one thread with no third factor on A whose B panel (K x N) is within
-OCK_SMALL_BYTES (OCK_SMALL_DEEP when K spans several blocks) take the "small" path: B packed once (on the stack up to OCK_SMALL_STACK
-bytes: no heap allocation for small problems), or read in place when its rows are
-contiguous and N is whole vectors, A read in place through its offset tables, C stored directly from
-the registers; per element it sums in the same order as the blocked path (K in blocks of
+Problems on one thread whose B panel (K x N) is within OCK_SMALL_BYTES (OCK_SMALL_DEEP
+when K spans several blocks) take the "small" path: B packed once (on the stack up to
+OCK_SMALL_STACK bytes: no heap allocation for small problems), or read in place when its
+rows are contiguous and N is whole vectors, A read in place through its offset tables (a
+third factor on A multiplied in as it is read: the product the blocked path packs), C
+stored directly from the registers; per element it sums in the same order as the blocked path (K in blocks of
 OCK_KC), so both give the same bits. (Measured faster than the blocked path at every size
 it takes, from 20x16x16 to 4000x32x4096: A's packing costs more than it saves.) A product
 with batch loops is one call (`ocannl_mm_runb`): the offset tables are built once and the
@@ -28,6 +29,8 @@ computed by one thread in the same order, so results do not depend on the thread
 """
 
 from __future__ import annotations
+
+from ocannl_ast.backends.c_contraction_small import SMALL_PATH
 
 _KERNEL = r"""
 /* ---- contraction kernel (ocannl_ast backends/c_contraction.py) ---- */
@@ -54,6 +57,8 @@ _KERNEL = r"""
    per K block and row strip: measured slower than the blocked path at 1024^3, faster at
    512 x 64 x 512 and 256^3) */
 #define OCK_SMALL_DEEP 524288
+/* Largest A (bytes) whose products with a third factor the small path computes first */
+#define OCK_A2_PACK 4194304
 typedef OCK_T ocannl_mm_v_SFX __attribute__((vector_size(OCK_VB)));
 #define OCK_VL_SFX ((int64_t)(OCK_VB / sizeof(OCK_T)))
 #define OCK_NR_SFX (2 * OCK_VL_SFX)
@@ -218,120 +223,7 @@ static int ocannl_mm_block_SFX(const ocannl_mm_shape_SFX* s, const OCK_T* a, con
   return 0;
 }
 
-/* ---- small problems: B packed once, A read in place, C written directly ----
-   Same arithmetic per element as the blocked path (per K block: acc = 0; acc =
-   ocannl_mm_fma(acc, a, b) in k order; c = acc or c += acc), so the two give the same bits. */
-#define OCK_SVL OCK_VL_SFX
-/* Whether B is read in place: no third factor, contiguous rows, N whole vectors. */
-static int ocannl_mm_direct_b_SFX(const ocannl_mm_shape_SFX* s) {
-  return !s->b2 && s->bn_unit && s->n % OCK_SVL == 0;
-}
-
-/* Rows i0..i0+rows of C, columns j0..j0+nv*VL (bp: K x np, zero-padded); rows, nv constant. */
-__attribute__((always_inline))
-static inline void ocannl_mm_stile_SFX(const ocannl_mm_shape_SFX* s, const OCK_T* a,
-                                       const OCK_T* bp, const int64_t* restrict brow, OCK_T* c,
-                                       int add, int64_t i0, int rows, int64_t j0, int nv) {
-  ocannl_mm_v_SFX acc[OCK_MR][2];
-  const OCK_T* ar[OCK_MR];
-#pragma GCC unroll 16
-  for (int r = 0; r < rows; ++r) {
-    ar[r] = a + s->am[i0 + r];
-    acc[r][0] = (ocannl_mm_v_SFX){0};
-    acc[r][1] = (ocannl_mm_v_SFX){0};
-  }
-  for (int64_t k = 0; k < s->k; ++k) {
-    const int64_t o = s->ak[k];
-    ocannl_mm_v_SFX bv[2];
-#pragma GCC unroll 2
-    for (int v = 0; v < nv; ++v) memcpy(&bv[v], bp + brow[k] + j0 + v * OCK_SVL, sizeof bv[v]);
-#pragma GCC unroll 16
-    for (int r = 0; r < rows; ++r) {
-      const OCK_T x = ar[r][o];
-#pragma GCC unroll 2
-      for (int v = 0; v < nv; ++v) acc[r][v] = ocannl_mm_fma_SFX(acc[r][v], x, bv[v]);
-    }
-  }
-  const int64_t w = s->n - j0 < nv * OCK_SVL ? s->n - j0 : nv * OCK_SVL;
-#pragma GCC unroll 16
-  for (int r = 0; r < rows; ++r) {
-    OCK_T* row = c + s->cm[i0 + r];
-    if (s->cn_unit && w == nv * OCK_SVL) {
-      row += s->cn[j0];
-#pragma GCC unroll 2
-      for (int v = 0; v < nv; ++v) {
-        ocannl_mm_v_SFX t = acc[r][v];
-        if (add) {
-          memcpy(&t, row + v * OCK_SVL, sizeof t);
-          t += acc[r][v];
-        }
-        memcpy(row + v * OCK_SVL, &t, sizeof t);
-      }
-    } else {
-      OCK_T t[2 * OCK_SVL];
-      memcpy(t, &acc[r][0], sizeof acc[r][0]);
-      memcpy(t + OCK_SVL, &acc[r][1], sizeof acc[r][1]);
-      if (add) { for (int64_t q = 0; q < w; ++q) row[s->cn[j0 + q]] += t[q]; }
-      else { for (int64_t q = 0; q < w; ++q) row[s->cn[j0 + q]] = t[q]; }
-    }
-  }
-}
-
-/* One strip of `rows` rows over all columns: tiles of 2 vectors, the last one of 1. */
-__attribute__((always_inline))
-static inline void ocannl_mm_strip_SFX(const ocannl_mm_shape_SFX* s, const OCK_T* a,
-                                       const OCK_T* bp, const int64_t* restrict brow,
-                                       int64_t np, OCK_T* c, int add, int64_t i0, int rows) {
-  int64_t j0 = 0;
-  for (; np - j0 >= 2 * OCK_SVL; j0 += 2 * OCK_SVL)
-    ocannl_mm_stile_SFX(s, a, bp, brow, c, add, i0, rows, j0, 2);
-  if (j0 < np) ocannl_mm_stile_SFX(s, a, bp, brow, c, add, i0, rows, j0, 1);
-}
-
-/* The small path: B's K x np panel on the stack (heap beyond OCK_SMALL_STACK bytes; nonzero
-   when out of memory), then strips of OCK_MR, OCK_MR / 2 and single rows. B is read in place
-   (no packing) when its rows are contiguous and N is whole vectors (the loads are the same
-   values, so the same bits). K runs in blocks of OCK_KC as in the blocked path (each block
-   summed from 0 in registers, then stored or added to C), so the bits are the blocked path's
-   at every K. */
-__attribute__((noinline))
-static int ocannl_mm_small_SFX(const ocannl_mm_shape_SFX* s, const OCK_T* a, const OCK_T* b,
-                               OCK_T* c, int accumulate) {
-  OCK_T local[OCK_SMALL_STACK / sizeof(OCK_T)] __attribute__((aligned(64)));
-  int64_t brow[OCK_KC];
-  const int64_t np = (s->n + OCK_SVL - 1) / OCK_SVL * OCK_SVL;
-  const int direct = ocannl_mm_direct_b_SFX(s);
-  const int on_stack = direct || s->k * np <= (int64_t)(OCK_SMALL_STACK / sizeof(OCK_T));
-  OCK_T* bp = on_stack ? local : ocannl_mm_alloc_SFX(s->k * np);
-  if (!bp) return 1;
-  const OCK_T* bsrc = direct ? b + s->bn[0] : bp;
-  if (!direct) ocannl_mm_pack_b_SFX(s, b, bp, 0, s->n, 0, s->k, np);
-  for (int64_t p0 = 0; p0 < s->k; p0 += OCK_KC) {
-    ocannl_mm_shape_SFX sk = *s;
-    sk.k = s->k - p0 < OCK_KC ? s->k - p0 : OCK_KC;
-    sk.ak = s->ak + p0;
-    for (int64_t k = 0; k < sk.k; ++k) brow[k] = direct ? s->bk[p0 + k] : (p0 + k) * np;
-    const int add = accumulate || p0 > 0;
-    int64_t i0 = 0;
-    for (; s->m - i0 >= OCK_MR; i0 += OCK_MR)
-      ocannl_mm_strip_SFX(&sk, a, bsrc, brow, np, c, add, i0, OCK_MR);
-    for (; s->m - i0 >= OCK_MR / 2; i0 += OCK_MR / 2)
-      ocannl_mm_strip_SFX(&sk, a, bsrc, brow, np, c, add, i0, OCK_MR / 2);
-    for (; i0 < s->m; ++i0) ocannl_mm_strip_SFX(&sk, a, bsrc, brow, np, c, add, i0, 1);
-  }
-  if (!on_stack) free(bp);
-  return 0;
-}
-
-/* Whether the small path takes this problem: no third factor on A, and B's K x N panel
-   (N rounded up to whole vectors; packed or read in place) within OCK_SMALL_BYTES. */
-static int ocannl_mm_is_small_SFX(const ocannl_mm_shape_SFX* s) {
-  const int64_t np = (s->n + OCK_SVL - 1) / OCK_SVL * OCK_SVL;
-  const int64_t limit = s->k <= OCK_KC ? OCK_SMALL_BYTES : OCK_SMALL_BYTES < OCK_SMALL_DEEP
-                                                            ? OCK_SMALL_BYTES : OCK_SMALL_DEEP;
-  return !s->a2 && s->k * np <= (int64_t)(limit / sizeof(OCK_T));
-}
-#undef OCK_SVL
+""" + SMALL_PATH + r"""
 
 /* The GEMM: with threads, M (or N, when it has more tiles) is split into one contiguous
    range of whole tiles per thread, each packed and computed independently (no barrier). */

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, field
 from typing import assert_never
 
-from ocannl_ast.backends import c_reorder
+from ocannl_ast.backends import c_lanes, c_reorder
 from ocannl_ast.backends.c_contraction import KernelUse
 from ocannl_ast.backends.c_syntax import ASCII_WORD, C, CSyntax, Word, c_ident
 from ocannl_ast.backends.c_uint4x32 import TYPE as U4
@@ -121,6 +121,8 @@ class CRenderer:
     kernels: KernelUse | None = None
     #: hoist small reductions outside their output loops (`syntax.reorder_loops`)
     reorder: bool = False
+    #: sum long innermost reduction loops in lanes (`c_lanes`; the same capability)
+    lanes: bool = False
     used_buffers: set[Buffer] = field(default_factory=set)  #: by the text rendered so far
     used_symbols: set[Symbol] = field(default_factory=set)
     checked: bool = False  #: whether that text has a CheckIndex (can return an error code)
@@ -135,6 +137,7 @@ class CRenderer:
         if self.syntax.contraction_kernels and not half:
             self.kernels = KernelUse()
         self.reorder = self.syntax.reorder_loops and c_reorder.enabled() and not half
+        self.lanes = self.syntax.reorder_loops and c_lanes.enabled() and not half
         self.words = self.syntax.words(self.prog.precision)
         taken: set[str] = set()
         for buf in self.prog.buffers:
@@ -312,8 +315,11 @@ class CRenderer:
         if not plain and self.kernels is not None and self.kernels.render(
                 self, ForLoop(sym, extent, body), depth, out):
             return
-        if not plain and self.reorder and c_reorder.render(self, ForLoop(sym, extent, body),
-                                                           depth, out):
+        if not plain and self.reorder and c_reorder.render(
+                self, ForLoop(sym, extent, body), depth, out, self.lanes):
+            return
+        if not plain and self.lanes and c_lanes.render(
+                self, ForLoop(sym, extent, body, threads), depth, out):
             return
         if sym not in self.symbols:
             self.symbols[sym] = f"i{self.n_iters}"

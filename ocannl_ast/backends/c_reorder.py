@@ -25,6 +25,7 @@ from dataclasses import replace
 from typing import Protocol
 
 from ocannl_ast import config
+from ocannl_ast.backends import c_lanes
 from ocannl_ast.backends.c_syntax import CSyntax, Word
 from ocannl_ast.lowering.loop_ir import (
     Buffer,
@@ -72,8 +73,12 @@ def _flat_coeff(g: Get, sym: Symbol) -> int:
     return flat_terms(g.buffer.dims, g.index)[0].get(sym, 0)
 
 
-def admissible(red: ReductionNest) -> bool:
-    """Whether reordering `red` keeps every result's bits and likely pays (see module)."""
+def admissible(red: ReductionNest, lanes: bool = False) -> bool:
+    """Whether reordering `red` keeps every result's bits and likely pays (see module);
+    `lanes`: whether its innermost loop would otherwise be summed in lanes (`c_lanes`),
+    then never (that order is the one every path must give)."""
+    if lanes and c_lanes.takes(*red.reduce[-1], red.acc, red.step):
+        return False
     cells = math.prod(e for _, e in red.outer)
     if not red.outer or not MIN_CELLS <= cells <= MAX_CELLS:
         return False
@@ -115,10 +120,12 @@ def _nest(r: Renderer, loops: tuple[Loop, ...], cell: SetCell, depth: int,
         out.append("  " * (depth + level) + "}")
 
 
-def render(r: Renderer, loop: ForLoop, depth: int, out: list[str]) -> bool:
-    """Append the reordered form of `loop`, if it is an admissible reduction; else False."""
+def render(r: Renderer, loop: ForLoop, depth: int, out: list[str], lanes: bool = False
+           ) -> bool:
+    """Append the reordered form of `loop`, if it is an admissible reduction (`lanes`: as
+    in `admissible`); else False."""
     red = match_reduction(loop)
-    if red is None or not admissible(red):
+    if red is None or not admissible(red, lanes):
         return False
     dims = tuple(e for _, e in red.outer)
     local = Buffer(-1 - len(r.buffers), _unique(r, "ocannl_red"), dims)

@@ -32,7 +32,7 @@ from pathlib import Path
 from ocannl_ast import config
 from ocannl_ast.errors import BackendError
 
-DEFAULT_OPT_FLAGS: tuple[str, ...] = ("-O2", "-march=native")
+DEFAULT_OPT_FLAGS: tuple[str, ...] = ("-O2", "-march=native", "-fvect-cost-model=cheap")
 #: Always passed: no FMA contraction and no fast-math, so results match NumPy exactly
 #: for + - * /; -fno-math-errno only drops errno writes (lets sqrt inline).
 REQUIRED_FLAGS: tuple[str, ...] = (

@@ -23,7 +23,7 @@ from .loop_ir import (
     Symbol,
 )
 from .nests import body_units, nest, noted, peel
-from .schedule import Scheduled, accumulates_product, independent, rename
+from .schedule import Scheduled, independent, rename, summed_product
 from .walk import Loop
 
 #: cells of one fused body at most (a long body spills registers and stops vectorizing)
@@ -56,8 +56,8 @@ def fuse_nests(prog: LoopProgram, max_cells: int = MAX_CELLS) -> Scheduled:
 
 
 def _pointwise(u: Stmt) -> tuple[list[Loop], list[SetCell]] | None:
-    """A perfect nest (at least one loop) whose body is assignments to cells only, none an
-    accumulating product."""
+    """A perfect nest (at least one loop) whose body is assignments to cells only, none a
+    summed accumulating product (`schedule.summed_product`: a contraction kernel's)."""
     loops, body = peel(u)
     if not loops:
         return None
@@ -66,7 +66,7 @@ def _pointwise(u: Stmt) -> tuple[list[Loop], list[SetCell]] | None:
     if not stmts or not all(isinstance(x, SetCell) for x in stmts):
         return None
     cells = [x for x in stmts if isinstance(x, SetCell)]
-    if any(accumulates_product(c) for c in cells):
+    if any(summed_product(c, loops) for c in cells):
         return None
     return loops, cells  # independence is checked on merging (it implies each part's)
 

@@ -19,6 +19,10 @@ C_KERNEL_MIN_WORK = 16 * 16 * 16
 #: The epilogue fusion's limit for a backend without contraction kernels (CUDA), and the
 #: default: reductions of at least this many multiply-adds keep their own loop nest.
 CONTRACTION_MIN_WORK = 32 * 32 * 32
+#: Reductions of at most this many terms per cell are unrolled by the scheduling passes
+#: (`lowering.schedule`); the C backend's lane-blocked sums (`backends.c_lanes`) take only
+#: longer loops, so that no path unrolls what another sums in lanes.
+MAX_UNROLL = 16
 
 
 class Precision(enum.Enum):

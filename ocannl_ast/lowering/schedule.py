@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .loop_ir import (
+    MAX_UNROLL,
     Binary,
     BinOp,
     Buffer,
@@ -39,11 +40,19 @@ from .loop_ir import (
     SymbolValue,
 )
 from .nests import ReductionNest, body_units, flat_terms, match_reduction, nest, noted, peel
-from .walk import Loop, expr_nodes, gets, map_expr, stmt_nodes, subst_expr, subst_index
+from .walk import (
+    Loop,
+    expr_nodes,
+    gets,
+    map_expr,
+    scoped,
+    subst_expr,
+    subst_index,
+)
 
-#: reductions of at most this many terms per cell are unrolled (a pooling window, a tiny
-#: row): their loops are too short for gcc to vectorize, the cells around them are not
-MAX_UNROLL = 16
+#: `loop_ir.MAX_UNROLL`: reductions of at most this many terms per cell are unrolled (a
+#: pooling window, a tiny row): their loops are too short for gcc to vectorize, the cells
+#: around them are not
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,15 +130,25 @@ def accumulates_product(c: SetCell) -> bool:
         for a, b in ((v.lhs, v.rhs), (v.rhs, v.lhs)))
 
 
+def summed_product(c: SetCell, loops: Sequence[Loop]) -> bool:
+    """`accumulates_product` inside some of `loops` that `c` does not index: those loops
+    are summed, so a contraction kernel may take it (one indexed by every loop around it
+    is pointwise: no kernel has a reduction group to take)."""
+    if not accumulates_product(c):
+        return False
+    used = flat_terms(c.buffer.dims, c.index)[0]
+    return any(used.get(sym, 0) == 0 for sym, n in loops if n > 1)
+
+
 def holds_contraction(u: Stmt) -> bool:
     """Whether a contraction kernel could take some loop of `u` (a sum of products into a
-    local, or an accumulating product): a pass that hides or wraps it must leave it."""
-    for x in stmt_nodes(u):
+    local, or a summed accumulating product): a pass that hides or wraps it must leave it."""
+    for x, loops in scoped(u):
         if isinstance(x, ForLoop):
             red = match_reduction(x)
             if red is not None and sum_of_products(red):
                 return True
-        if isinstance(x, SetCell) and accumulates_product(x):
+        if isinstance(x, SetCell) and summed_product(x, loops):
             return True
     return False
 
@@ -244,5 +263,6 @@ __all__ = [
     "rename",
     "same_cell",
     "sum_of_products",
+    "summed_product",
     "unroll_reductions",
 ]

@@ -10,6 +10,7 @@ kernel called directly: the lowering's accumulating nests do not reach it at the
 from __future__ import annotations
 
 import ctypes
+import itertools
 import platform
 import shutil
 import subprocess
@@ -291,3 +292,58 @@ def test_kernel_paths_give_the_same_bits_whatever_gcc_fuses(
                 _call(lib, a, b, c, False, (n, 1))
             np.testing.assert_allclose(outs[0], a.astype(np.float64) @ b, **_tol(k, precision))
             assert outs[0].tobytes() == outs[1].tobytes(), (precision, m, k, n)
+
+
+_DRIVER3 = """
+int run3_T(const T* a, const T* a2, const T* b, T* c, int acc, const int64_t* d) {
+  return ocannl_mm_run_P(a, a2, b, 0, c, acc, 1, d);
+}
+"""
+
+
+@pytest.mark.parametrize("precision", ["float32", "float64"])
+def test_third_factor_on_a_small_path_has_the_blocked_paths_bits(
+        precision: str, tmp_path: Path) -> None:
+    """``c (+)= sum_k a[i,k] * a2[i,k] * b[k,j]`` (the shape of attention's output projection
+    times its ones tensor): the small path multiplies a2 in as it reads A, the product the
+    blocked path packs, so both give the same bits (K past one block included)."""
+    t, p = ("float", "f") if precision == "float32" else ("double", "d")
+    dtype = _dtype(precision)
+    libs = []
+    for small in (True, False):
+        saved = c_contraction_kernel.SMALL_BYTES
+        c_contraction_kernel.SMALL_BYTES = saved if small else 0
+        try:
+            text = "\n".join(["#include <stdint.h>", *c_contraction_kernel.kernel_c(t, p)])
+        finally:
+            c_contraction_kernel.SMALL_BYTES = saved
+        src = tmp_path / f"k3_{p}_{int(small)}.c"
+        src.write_text(text + _DRIVER3.replace("run3_T", "run3").replace("T*", t + "*")
+                       .replace("_P(", f"_{p}("))
+        lib = src.with_suffix(".so")
+        subprocess.run(["gcc", "-O2", "-march=native", "-std=c11", "-ffp-contract=off",
+                        "-shared", "-fPIC", str(src), "-o", str(lib)], check=True)
+        libs.append(ctypes.CDLL(str(lib)))
+    ptr = ctypes.c_void_p
+    for (m, k, n), a2_t in itertools.product(
+            [(9, 5, 17), (64, 64, 16), (7, 300, 24), (13, 16, 8)], (False, True)):
+        # a2 laid out as A (one unit-stride product loop) or transposed (a gather)
+        a = _data(m * k, (m, k)).astype(dtype)
+        a2 = _data(m + 2 * k, (m, k)).astype(dtype)
+        b = _data(k + n, (k, n)).astype(dtype)
+        s2 = (1, m) if a2_t else (k, 1)
+        if a2_t:
+            a2 = np.ascontiguousarray(a2.T).T  # same values, column-major storage
+        d = np.array([1, 1, 1, m, k, s2[0], n, n, 1, 0, 1, k, 1, s2[1], n, 0], dtype=np.int64)
+        for acc in (False, True):
+            c0 = _data(m * n + 1, (m, n)).astype(dtype)
+            outs = []
+            for lib in libs:
+                c = c0.copy()
+                lib.run3.argtypes = [ptr, ptr, ptr, ptr, ctypes.c_int, ptr]
+                assert lib.run3(a.ctypes.data, a2.ctypes.data, b.ctypes.data, c.ctypes.data,
+                                int(acc), d.ctypes.data) == 0
+                outs.append(c)
+            want = (a.astype(np.float64) * a2) @ b + (c0 if acc else 0)
+            np.testing.assert_allclose(outs[0], want, **_tol(k + 1, precision))
+            assert outs[0].tobytes() == outs[1].tobytes(), (precision, m, k, n, acc, a2_t)

@@ -43,7 +43,7 @@ from ocannl_ast.lowering.loop_ir import (
 )
 from ocannl_ast.lowering.nests import units
 from ocannl_ast.lowering.parallel import mark_parallel
-from ocannl_ast.lowering.schedule import interchange, unroll_reductions
+from ocannl_ast.lowering.schedule import holds_contraction, interchange, unroll_reductions
 from ocannl_ast.lowering.walk import stmt_nodes
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is not installed")
@@ -132,6 +132,31 @@ def test_fusion_refuses_cross_iteration_dependences(hazard: str) -> None:
     assert out.changed == 0
     init = _inputs(bufs, 1)
     assert _run(prog, init) == _run(out.prog, init)
+
+
+def test_fusion_merges_pointwise_accumulating_products() -> None:
+    """``c[i, j] = c[i, j] + a[i, j] * b[i, j]`` (a gradient several readers add into) reads
+    one cell per iteration: no contraction kernel can take it, so it fuses with its
+    neighbours; a summed one (a loop it does not index) stays a nest of its own."""
+    def acc(dst: Buffer, x: Buffer, y: Buffer) -> Stmt:
+        return _pointwise(dst, lambda i, j: Binary(BinOp.ADD, Get(dst, (i, j)), Binary(
+            BinOp.MUL, Get(x, (i, j)), Get(y, (i, j)))))
+
+    s1 = _pointwise(B, lambda i, j: Binary(BinOp.MUL, Get(A, (i, j)), Const(2.0)))
+    prog = _prog(s1, acc(C, A, B), acc(C, B, B), bufs=(A, B, C))
+    out = fuse_nests(prog)
+    assert out.changed == 2
+    assert not holds_contraction(prog.body)
+    init = _inputs(prog.buffers, 7)
+    assert _run(prog, init) == _run(out.prog, init)
+    row = Buffer(8, "row", (4,))
+    i, j = _sym("i"), _sym("j")
+    summed = ForLoop(i, 4, ForLoop(j, 6, SetCell(row, (index_of(i),), Binary(
+        BinOp.ADD, Get(row, (index_of(i),)), Binary(BinOp.MUL, Get(A, (index_of(i), index_of(j))),
+                                                   Get(B, (index_of(i), index_of(j))))))))
+    prog2 = _prog(s1, summed, bufs=(A, B, row))
+    assert holds_contraction(summed)
+    assert fuse_nests(prog2).changed == 0
 
 
 def _row_max_then_shift(shift: int) -> LoopProgram:
