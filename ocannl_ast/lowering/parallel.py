@@ -57,12 +57,13 @@ def thread_count() -> int:
     return int(raw) if raw.isdigit() and int(raw) > 0 else 1
 
 
-def mark_parallel(prog: LoopProgram, threads: int, min_work: int = MIN_WORK) -> Scheduled:
+def mark_parallel(prog: LoopProgram, threads: int, min_work: int | None = None) -> Scheduled:
     """Mark the outermost loop of each independent nest of at least `min_work` innermost
-    executions to run on `threads` threads.
+    executions (default `MIN_WORK`) to run on `threads` threads.
 
     Example: ``mark_parallel(prog, 2).changed``.
     """
+    min_work = MIN_WORK if min_work is None else min_work  # (read now: tests may change it)
     notes, rest = body_units(prog)
     out: list[Stmt] = []
     changed = 0
