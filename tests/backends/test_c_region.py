@@ -8,6 +8,7 @@ check after a parallel loop makes the routine fall back to a fork and a join per
 from __future__ import annotations
 
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -188,3 +189,54 @@ def test_region_usable_only_with_team_work_and_early_checks() -> None:
                                  ["f0()", "f1()", "f2()", "f3()"], 4)
     assert lines[0] == "  if ((rc = f0()) != 0) return rc;"
     assert "#pragma omp parallel num_threads(4)" in lines and lines[-1] == "  return ocannl_rc;"
+
+
+_HARNESS = r"""
+#include <omp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+static void* test_malloc(size_t n);
+#define malloc test_malloc
+@KERNEL@
+#undef malloc
+static int fail_thread = -1;
+static void* test_malloc(size_t n) { return omp_get_thread_num() == fail_thread ? NULL : malloc(n); }
+int main(int argc, char** argv) {
+  enum { M = 1000, N = 16, K = 32 }; /* offset tables of 3M + 3N + 4K entries: on the heap */
+  static float a[M * K], b[K * N], c1[M * N], c2[M * N];
+  const int64_t d[] = {1, 1, 1, M, K, 0, N, N, 1, 0, 1, K, 1, 0, N, 0};
+  for (int i = 0; i < M * K; ++i) a[i] = (float)((i * 7919) % 101) / 50.0f - 1.0f;
+  for (int i = 0; i < K * N; ++i) b[i] = (float)((i * 104729) % 97) / 48.0f - 1.0f;
+  const int serial = ocannl_mm_run_f(a, 0, b, 0, c1, 0, 1, d);
+  fail_thread = atoi(argv[1]);
+  int rc[2] = {0, 0};
+#pragma omp parallel num_threads(2)
+  rc[omp_get_thread_num()] = ocannl_mm_run_f(a, 0, b, 0, c2, 0, -2, d);
+  printf("%d %d %d %d\n", serial, rc[0], rc[1], memcmp(c1, c2, sizeof c1) == 0);
+  return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("fail", [-1, 0, 1])
+def test_team_kernel_call_without_its_tables_errs_without_hanging(fail: int,
+                                                                  tmp_path: Path) -> None:
+    """A kernel call made by a team (``-2``) whose offset tables one thread cannot allocate:
+    that thread still takes part in every worksharing loop (no other thread waits forever at
+    a barrier) and returns an error; with memory, the team's bits are one thread's."""
+    from ocannl_ast.backends.c_contraction_kernel import kernel_c
+
+    src = tmp_path / "team.c"
+    src.write_text(_HARNESS.replace("@KERNEL@", "\n".join(kernel_c("float", "f"))))
+    exe = tmp_path / "team"
+    subprocess.run(["gcc", "-O2", "-march=native", "-std=c11", "-ffp-contract=off", "-fopenmp",
+                    "-o", str(exe), str(src)], check=True, capture_output=True)
+    out = subprocess.run([str(exe), str(fail)], check=True, capture_output=True, text=True,
+                         timeout=60).stdout.split()
+    if fail == -1:
+        assert out == ["0", "0", "0", "1"]
+    else:
+        rc = [int(out[1]), int(out[2])]
+        assert rc[fail] == 1 and rc[1 - fail] == 0
