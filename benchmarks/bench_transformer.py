@@ -16,6 +16,7 @@ import argparse
 import importlib.util
 import json
 import os
+import re
 import sys
 import tempfile
 import time
@@ -65,6 +66,7 @@ def ours(cfg: tm.Config, threads: int, weights: dict[str, np.ndarray] | None = N
         return 0.0
 
     step.loss = lambda: float(ctx.get(loss)[0])  # type: ignore[attr-defined]
+    step.routine = routine  # type: ignore[attr-defined]
     step.params = loss.params()  # type: ignore[attr-defined]
     return step, ctx, ws
 
@@ -152,6 +154,7 @@ def run(quick: bool = False) -> list[Row]:
         check_losses(cfg, oc2, te2, "torch eager, 2 threads")
         t2 = measure_all({"ocannl": oc2, "torch": te2}, rounds=rounds, round_s=round_s)
         rows += pair_rows("2 threads", t2, 0.6)
+        rows += sync_rows(oc2.routine)  # type: ignore[attr-defined]
     finally:
         torch.set_num_threads(saved_threads)
     rows.append(Row(G, "load average (1, 5, 15 min)",
@@ -164,6 +167,26 @@ def pair_rows(label: str, t: dict[str, Stat], target: float) -> list[Row]:
             Row(G, f"torch eager step, {label}", t["torch"].show("ms")),
             ratio_row(G, f"ocannl / torch eager, {label}",
                       t["ocannl"].median / t["torch"].median, at_most=target)]
+
+
+def sync_rows(routine: oc.Routine) -> list[Row]:
+    """How the threaded step synchronizes, read from its generated C (the contraction
+    kernel's own definitions left out): parallel regions it enters per call (the entry
+    point's, plus each loop or kernel call forking its own) and the worksharing loops and
+    barriers of the team in it (each ends in, or is, a barrier; a kernel call made by the
+    team shares its tiles with one worksharing loop)."""
+    src = getattr(routine.compiled, "source_path", None)
+    if src is None:
+        return []
+    paths = [Path(src), *sorted(Path(src).parent.glob(Path(src).stem + ".u*.c"))]
+    text = "\n".join(re.sub(r"/\* ---- contraction kernel.*?#undef OCK_T", "", p.read_text(),
+                            flags=re.DOTALL) for p in paths)
+    forks = text.count("#pragma omp parallel") + len(re.findall(r", [2-9]\d*, ocannl_mmd", text))
+    syncs = (text.count("#pragma omp for") + text.count("#pragma omp barrier")
+             + len(re.findall(r", -\d+, ocannl_mmd", text)))
+    return [Row(G, "2-thread step: parallel regions entered per call", str(forks)),
+            Row(G, "2-thread step: team barriers per call (worksharing loops, kernel calls, "
+                   "barriers)", str(syncs))]
 
 
 def gflops_rows(cfg: tm.Config, step_s: float, quick: bool) -> list[Row]:

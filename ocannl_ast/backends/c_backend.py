@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ocannl_ast import config
+from ocannl_ast.backends import c_region
 from ocannl_ast.backends.c_contraction import threads_setting
 from ocannl_ast.backends.c_contraction_kernel import SHARED_LINKAGE, kernel_c, run_prototype
 from ocannl_ast.backends.c_renderer import CRenderer
@@ -32,6 +33,7 @@ from ocannl_ast.lowering import nests
 from ocannl_ast.lowering.gc_pause import gc_paused
 from ocannl_ast.lowering.loop_ir import (
     Buffer,
+    CheckIndex,
     Comment,
     DeclLocal,
     LoopProgram,
@@ -39,6 +41,7 @@ from ocannl_ast.lowering.loop_ir import (
     SetLocal,
     Symbol,
 )
+from ocannl_ast.lowering.walk import stmt_nodes
 
 __all__ = ["DEFAULT_OPT_FLAGS", "CRoutine", "CompiledRoutine", "c_const", "c_ident",
            "cc_jobs", "compile_c", "prebuild_kernel", "render_c", "render_c_units"]
@@ -84,25 +87,30 @@ class _Part:
     buffers: tuple[int, ...]  #: positions in `prog.buffers`
     statics: tuple[int, ...]  #: positions in `prog.static_args`
     checked: bool  #: can return an error code
+    team: bool = False  #: called by every thread of the routine's parallel region (`c_region`)
+    index_checks: bool = False  #: holds a `CheckIndex` (a static argument's bound)
 
 
 def _parts(r: CRenderer, budget: int) -> list[_Part]:
-    """The routine's body as a sequence of functions of about `budget` lines each."""
+    """The routine's body as a sequence of functions of about `budget` lines each; with
+    `r.team`, a function holds either statements for the whole team or none of them."""
     units = nests.units(r.prog.body)
     if any(isinstance(u, DeclLocal | SetLocal) for u in units):
         units = [r.prog.body]  # routine-level locals: one function keeps them in scope
+        r.team = 0
     parts: list[_Part] = []
     lines: list[str] = []
     bufs: set[Buffer] = set()
     syms: set[Symbol] = set()
-    checked = False
+    checked = team = index_checks = False
     buf_pos = {b: i for i, b in enumerate(r.prog.buffers)}
     sym_pos = {s: i for i, s in enumerate(r.prog.static_args)}
 
     def close() -> None:
         b_pos = tuple(sorted(buf_pos[b] for b in bufs if b in buf_pos))
         s_pos = tuple(sorted(sym_pos[s] for s in syms if s in sym_pos))
-        parts.append(_Part(tuple(lines), b_pos, s_pos, checked))
+        body = ("  int ocannl_err = 0;", *lines, "  return ocannl_err;") if team else lines
+        parts.append(_Part(tuple(body), b_pos, s_pos, checked, team, index_checks))
         lines.clear()
         bufs.clear()
         syms.clear()
@@ -110,16 +118,23 @@ def _parts(r: CRenderer, budget: int) -> list[_Part]:
     for u in units:
         r.used_buffers, r.used_symbols, r.checked = set(), set(), False
         unit: list[str] = []
+        before = r.team_units
         r.seq((u,), 1, unit)
-        if lines and not isinstance(u, Comment) and len(lines) + len(unit) > budget:
+        is_team = r.team_units > before
+        comment = isinstance(u, Comment)
+        if lines and not comment and (len(lines) + len(unit) > budget or is_team != team):
             tail = _trailing_comments(lines)  # they go with the statement after them
-            close()
-            checked = False
+            if lines:
+                close()
+                checked = index_checks = False
             lines += tail
+        if not comment:
+            team = is_team
         lines += unit
         bufs.update(r.used_buffers)
         syms.update(r.used_symbols)
         checked = checked or r.checked
+        index_checks = index_checks or any(isinstance(x, CheckIndex) for x in stmt_nodes(u))
     if lines or not parts:
         close()
     return parts
@@ -185,7 +200,13 @@ def _render(prog: LoopProgram, syntax: CSyntax = C, budget: int | None = None,
 def _render_paused(prog: LoopProgram, syntax: CSyntax, budget: int | None,
                    jobs: int, kernel_apart: bool) -> _Rendered:
     r = CRenderer(prog, syntax)
+    threads = r.kernels.threads if r.kernels is not None else 1
+    r.team = threads if threads > 1 else 0
     parts = _parts(r, FUNCTION_LINES if budget is None else budget)
+    region = r.team > 0 and c_region.usable(parts)
+    if r.team and not region:  # render again with a fork and a join per parallel loop
+        r = CRenderer(prog, syntax)
+        parts = _parts(r, FUNCTION_LINES if budget is None else budget)
     cname = c_ident(prog.name, "ocannl_")
     t = r.words[Word.STORAGE]  # the buffers' element type
     head = [f"/* ocannl_ast routine {prog.name} ({prog.precision.value}) */"]
@@ -206,6 +227,7 @@ def _render_paused(prog: LoopProgram, syntax: CSyntax, budget: int | None,
     if any(p.checked for p in parts):
         entry.append("  int rc;")
     functions: list[list[str]] = []
+    calls: list[str] = []
     for k, part in enumerate(parts):
         name = f"{cname}_f{k}"
         params = [syntax.buffer_param(r.buffer_type(prog.buffers[i]), r.buffers[prog.buffers[i]])
@@ -216,8 +238,13 @@ def _render_paused(prog: LoopProgram, syntax: CSyntax, budget: int | None,
                           *syntax.epilogue(), ""])
         args = [_arg(r, prog.buffers[i], i, t) for i in part.buffers]
         args += [f"statics[{i}]" for i in part.statics]
-        call = f"{name}({', '.join(args)})"
-        entry.append(f"  if ((rc = {call}) != 0) return rc;" if part.checked else f"  {call};")
+        calls.append(f"{name}({', '.join(args)})")
+    if region:
+        entry[:0] = [c_region.KEEP_RC]
+        entry += c_region.entry_lines(parts, calls, r.team)
+    else:
+        entry += [f"  if ((rc = {c}) != 0) return rc;" if p.checked else f"  {c};"
+                  for p, c in zip(parts, calls)]
     entry += [*syntax.epilogue(), ""]
     flags = (*(r.kernels.flags() if r.kernels is not None else ()), *syntax.compile_flags)
     if len(groups) == 1:

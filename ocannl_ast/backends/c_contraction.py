@@ -57,7 +57,7 @@ from ocannl_ast.lowering.loop_ir import (
     Symbol,
 )
 from ocannl_ast.lowering.nests import ReductionNest, flat_terms, match_reduction, peel
-from ocannl_ast.lowering.walk import Loop, fold_expr
+from ocannl_ast.lowering.walk import Loop, fold_expr, scoped
 
 #: Smallest multiply-add count (M*N*K of one call) rendered as a kernel call.
 MIN_WORK = C_KERNEL_MIN_WORK  #: one threshold with the lowering's epilogue fusion
@@ -84,6 +84,8 @@ class Renderer(Protocol):
     n_iters: int
     used_buffers: set[Buffer]  #: the buffers the text rendered so far names
     checked: bool  #: whether that text can return an error code
+    team: int  #: the team size of the routine's one parallel region (0: none)
+    team_units: int  #: top-level statements rendered for the whole team
 
     def affine(self, terms: dict[Symbol, int], offset: int) -> str: ...
 
@@ -323,23 +325,45 @@ class KernelUse:
     def flags(self) -> tuple[str, ...]:
         return ("-fopenmp",) if self.parallel else ()
 
-    def render(self, r: Renderer, loop: ForLoop, depth: int, out: list[str]) -> bool:
-        """Append the kernel call computing `loop`, if it is a contraction; else False."""
-        found = match(loop, frozenset(r.symbols))
+    def takes(self, r: Renderer, loop: ForLoop, bound: frozenset[Symbol]) -> Plan | None:
+        """The plan of the kernel call `render` would make of `loop`, or None."""
+        found = match(loop, bound)
         p = plan(found) if found is not None else None
         if p is None or any(a.buffer not in r.buffers for a in (p.c.out, *p.c.factors)):
+            return None
+        return p
+
+    def takes_inner(self, r: Renderer, loop: ForLoop) -> bool:
+        """Whether the kernel may take a loop inside `loop` (with every symbol of the nest
+        known: a superset of what rendering it would know)."""
+        inner = [s for s, _ in scoped(loop.body) if isinstance(s, ForLoop)]
+        bound = frozenset(r.symbols) | {x.symbol for x in (loop, *inner)}
+        return any(self.takes(r, x, bound) is not None for x in inner)
+
+    def render(self, r: Renderer, loop: ForLoop, depth: int, out: list[str]) -> bool:
+        """Append the kernel call computing `loop`, if it is a contraction; else False. In
+        the routine's parallel region (`r.team`) a threaded call at the top of a part is
+        made by the whole team (`c_contraction_threads`) and records its error code in
+        ``ocannl_err`` instead of returning; a call inside a statement runs on one thread."""
+        p = self.takes(r, loop, frozenset(r.symbols))
+        if p is None:
             return False
         batched = bool(p.batch) and p.scale is None
         cells = math.prod(e for _, e in p.batch) if batched else 1
         big = p.work() >= PARALLEL_WORK or (cells > 1 and p.work() * cells >= PARALLEL_BATCH_WORK)
         nthreads = self.threads if big else 1
-        self.parallel |= nthreads > 1
+        team = bool(r.team) and nthreads > 1 and depth == 1 and (batched or not p.batch)
+        if r.team:
+            nthreads = -r.team if team else 1
+            r.team_units += team
+        self.parallel |= nthreads != 1
         name = f"ocannl_mmd{self.calls}"
         self.calls += 1
         r.checks.setdefault(OOM_CODE, "out of memory for a contraction kernel's buffers")
+        fail = f"ocannl_err = {OOM_CODE};" if team else f"return {OOM_CODE};"
         r.checked = True  # the call returns OOM_CODE when its panels cannot be allocated
-        out.extend(_batched_call_text(r, p, name, nthreads, depth) if batched
-                   else _call_text(r, p, name, nthreads, depth))
+        out.extend(_batched_call_text(r, p, name, nthreads, depth, fail) if batched
+                   else _call_text(r, p, name, nthreads, depth, fail))
         return True
 
 
@@ -393,7 +417,8 @@ def _base(r: Renderer, a: Access | None, p: Plan, batched: bool = False) -> str:
     return r.buffers[a.buffer] if offset == "0" else f"{r.buffers[a.buffer]} + ({offset})"
 
 
-def _call_text(r: Renderer, p: Plan, name: str, nthreads: int, depth: int) -> list[str]:
+def _call_text(r: Renderer, p: Plan, name: str, nthreads: int, depth: int,
+               fail: str) -> list[str]:
     pad = "  " * depth
     lines = [f"{pad}/* {_describe(p)} */", pad + "{",
              f"{pad}  static const int64_t {name}[] = {{{', '.join(map(str, _table(p)))}}};"]
@@ -406,8 +431,10 @@ def _call_text(r: Renderer, p: Plan, name: str, nthreads: int, depth: int) -> li
     args = ", ".join([_base(r, p.x, p), _base(r, p.x2, p), _base(r, p.y, p), _base(r, p.y2, p),
                       _base(r, p.c.out, p), str(int(p.c.accumulate)), str(nthreads), name])
     run = f"ocannl_mm_run_{r.words[Word.SUFFIX]}"
-    lines.append(f"{'  ' * inner}if ({run}({args})) return {OOM_CODE};")
+    lines.append(f"{'  ' * inner}if ({run}({args})) {fail}")
     if p.scale is not None:
+        if nthreads < 0:  # the whole team scales: its cells shared out (after the call's barrier)
+            lines.append("  " * inner + "#pragma omp for schedule(static)")
         lines += _scale_text(r, p, inner)
     for level in range(inner - 1, depth, -1):
         lines.append("  " * level + "}")
@@ -415,7 +442,7 @@ def _call_text(r: Renderer, p: Plan, name: str, nthreads: int, depth: int) -> li
 
 
 def _batched_call_text(r: Renderer, p: Plan, name: str, nthreads: int,
-                       depth: int) -> list[str]:
+                       depth: int, fail: str) -> list[str]:
     """One call over all of the batch loops (the offset tables built once per call)."""
     pad = "  " * depth
     args = ", ".join([*(_base(r, a, p, True) for a in (p.x, p.x2, p.y, p.y2, p.c.out)),
@@ -424,7 +451,7 @@ def _batched_call_text(r: Renderer, p: Plan, name: str, nthreads: int,
     return [f"{pad}/* {_describe(p)} */", pad + "{",
             f"{pad}  static const int64_t {name}[] = {{{', '.join(map(str, _table(p)))}}};",
             f"{pad}  static const int64_t {name}b[] = {{{', '.join(map(str, batch))}}};",
-            f"{pad}  if (ocannl_mm_runb_{r.words[Word.SUFFIX]}({args})) return {OOM_CODE};",
+            f"{pad}  if (ocannl_mm_runb_{r.words[Word.SUFFIX]}({args})) {fail}",
             pad + "}"]
 
 

@@ -31,6 +31,7 @@ computed by one thread in the same order, so results do not depend on the thread
 from __future__ import annotations
 
 from ocannl_ast.backends.c_contraction_small import SMALL_PATH
+from ocannl_ast.backends.c_contraction_threads import THREADS_C
 
 _KERNEL = r"""
 /* ---- contraction kernel (ocannl_ast backends/c_contraction.py) ---- */
@@ -117,6 +118,7 @@ typedef struct {
   const int64_t *a2m, *a2k, *b2k, *b2n;
   int cn_unit; /* cn[j] == cn[0] + j for all j: contiguous stores */
   int bn_unit; /* bn[j] == bn[0] + j for all j: contiguous B rows */
+  int dry; /* team mode: this thread has no offset tables (out of memory): no work */
 } ocannl_mm_shape_SFX;
 
 static void ocannl_mm_pack_a_SFX(const ocannl_mm_shape_SFX* s, const OCK_T* restrict a,
@@ -225,27 +227,7 @@ static int ocannl_mm_block_SFX(const ocannl_mm_shape_SFX* s, const OCK_T* a, con
 
 """ + SMALL_PATH + r"""
 
-/* The GEMM: with threads, M (or N, when it has more tiles) is split into one contiguous
-   range of whole tiles per thread, each packed and computed independently (no barrier). */
-static int ocannl_mm_gemm_SFX(const ocannl_mm_shape_SFX* s, const OCK_T* a, const OCK_T* b,
-                              OCK_T* c, int accumulate, int nthreads) {
-  const int64_t mt = (s->m + OCK_MR - 1) / OCK_MR, nt = (s->n + OCK_NR_SFX - 1) / OCK_NR_SFX;
-  const int split_m = mt >= nt;
-  const int64_t tiles = split_m ? mt : nt, step = split_m ? OCK_MR : OCK_NR_SFX;
-  const int64_t total = split_m ? s->m : s->n;
-  const int parts = nthreads < tiles ? nthreads : (int)tiles;
-  int err = 0;
-  if (parts <= 1 && ocannl_mm_is_small_SFX(s)) return ocannl_mm_small_SFX(s, a, b, c, accumulate);
-#pragma omp parallel for num_threads(parts) schedule(static) reduction(| : err) if (parts > 1)
-  for (int t = 0; t < parts; ++t) {
-    const int64_t lo = tiles * t / parts * step, hi0 = tiles * (t + 1) / parts * step;
-    const int64_t hi = hi0 < total ? hi0 : total;
-    err |= split_m ? ocannl_mm_block_SFX(s, a, b, c, accumulate, lo, hi, 0, s->n)
-                   : ocannl_mm_block_SFX(s, a, b, c, accumulate, 0, s->m, lo, hi);
-  }
-  return err;
-}
-
+@THREADS@
 /* Mixed-radix offsets: out[i] = sum_d stride[d] * digit_d(i) over the extents ext[0..nd). */
 static int64_t ocannl_mm_offsets_SFX(int64_t* out, int nd, const int64_t* ext,
                                const int64_t* stride) {
@@ -257,33 +239,6 @@ static int64_t ocannl_mm_offsets_SFX(int64_t* out, int nd, const int64_t* ext,
     n *= ext[d];
   }
   return n;
-}
-
-/* The GEMM once per cell of the batch group bt: nb, then per batch symbol (extent, a, a2, b,
-   b2, c strides), the last symbol fastest. With threads, the cells are shared out whole (each
-   computed by one thread, in the same order as alone: the bits do not depend on the count). */
-static int ocannl_mm_batch_SFX(const ocannl_mm_shape_SFX* s, const OCK_T* a, const OCK_T* b,
-                               OCK_T* c, int accumulate, int nthreads, const int64_t* bt) {
-  const int nb = (int)bt[0];
-  int64_t count = 1;
-  for (int i = 0; i < nb; ++i) count *= bt[1 + 6 * i];
-  const int par = nthreads > 1 && count >= nthreads;
-  int err = 0;
-#pragma omp parallel for num_threads(nthreads) schedule(static) reduction(| : err) if (par)
-  for (int64_t q = 0; q < count; ++q) {
-    int64_t o[5] = {0, 0, 0, 0, 0}, rem = q;
-    for (int i = nb - 1; i >= 0; --i) {
-      const int64_t* e = bt + 1 + 6 * i;
-      const int64_t digit = rem % e[0];
-      rem /= e[0];
-      for (int w = 0; w < 5; ++w) o[w] += digit * e[1 + w];
-    }
-    ocannl_mm_shape_SFX sq = *s;
-    sq.a2 = s->a2 ? s->a2 + o[1] : 0;
-    sq.b2 = s->b2 ? s->b2 + o[3] : 0;
-    err |= ocannl_mm_gemm_SFX(&sq, a + o[0], b + o[2], c + o[4], accumulate, par ? 1 : nthreads);
-  }
-  return err;
 }
 
 /* One contraction, once per cell of the batch group bt (NULL: none), the offset tables built
@@ -305,24 +260,28 @@ OCK_RUN_LINKAGE int ocannl_mm_runb_SFX(const OCK_T* a, const OCK_T* a2, const OC
       size[grp] *= g[0];
       for (int w = 0; w < width[grp]; ++w) st[grp][w][i] = g[1 + w];
     }
-  const int64_t m = size[0], n = size[1], k = size[2], total = 3 * m + 3 * n + 4 * k;
+  int64_t m = size[0], n = size[1], k = size[2];
+  const int64_t total = 3 * m + 3 * n + 4 * k;
   int64_t stack_tab[OCK_TAB_STACK];
   int64_t* t = total <= OCK_TAB_STACK ? stack_tab : malloc(sizeof(int64_t) * (size_t)total);
-  if (!t) return 1;
+  const int dry = !t; /* a team thread without tables still takes part in the worksharing */
+  if (dry && nthreads >= 0) return 1;
+  if (dry) t = stack_tab, m = n = k = 0;
   int64_t* tab[10] = {t, t + m, t + 2 * m, t + 3 * m, t + 3 * m + n, t + 3 * m + 2 * n,
                       t + 3 * m + 3 * n, t + 3 * m + 3 * n + k, t + 3 * m + 3 * n + 2 * k,
                       t + 3 * m + 3 * n + 3 * k};
   /* tab: am a2m cm | bn b2n cn | ak a2k bk b2k (a2's and b2's only with that factor) */
-  for (int w = 0; w < 3; ++w)
+  for (int w = 0; w < 3 && !dry; ++w)
     if (w != 1 || a2) ocannl_mm_offsets_SFX(tab[w], nm, e[0], st[0][w]);
-  for (int w = 0; w < 3; ++w)
+  for (int w = 0; w < 3 && !dry; ++w)
     if (w != 1 || b2) ocannl_mm_offsets_SFX(tab[3 + w], nn, e[1], st[1][w]);
-  for (int w = 0; w < 4; ++w)
+  for (int w = 0; w < 4 && !dry; ++w)
     if ((w != 1 || a2) && (w != 3 || b2)) ocannl_mm_offsets_SFX(tab[6 + w], nk, e[2], st[2][w]);
   ocannl_mm_shape_SFX s = {m, n, k, tab[0], tab[6], tab[8], tab[3], tab[2], tab[5],
                            a2, b2, tab[1], tab[7], tab[9], tab[4], 1, 1};
   for (int64_t j = 1; j < n; ++j) s.cn_unit &= s.cn[j] == s.cn[0] + j;
   for (int64_t j = 1; j < n; ++j) s.bn_unit &= s.bn[j] == s.bn[0] + j;
+  if (dry) s.m = size[0], s.n = size[1], s.k = size[2], s.dry = 1; /* same worksharing */
   int rc = bt && bt[0] ? ocannl_mm_batch_SFX(&s, a, b, c, accumulate, nthreads, bt)
                        : ocannl_mm_gemm_SFX(&s, a, b, c, accumulate, nthreads);
   if (t != stack_tab) free(t);
@@ -365,7 +324,8 @@ def run_prototype(type_name: str, suffix: str) -> str:
 
 def kernel_c(type_name: str, suffix: str) -> list[str]:
     """The kernel's C definitions for one element type. Example: ``kernel_c("float", "f")``."""
-    text = _KERNEL.replace("_SFX", "_" + suffix)
+    text = _KERNEL.replace("@THREADS@", THREADS_C.strip("\n") + "\n")
+    text = text.replace("_SFX", "_" + suffix)
     return [f"#define OCK_T {type_name}", f"#define OCK_PX {_PX[type_name]}",
             "#undef OCK_SMALL_BYTES", f"#define OCK_SMALL_BYTES {int(SMALL_BYTES)}",
             *text.strip("\n").splitlines(), "#undef OCK_PX", "#undef OCK_T", ""]

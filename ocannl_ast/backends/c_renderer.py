@@ -129,6 +129,12 @@ class CRenderer:
     #: buffers stored other than the routine's precision (`Buffer.precision`): a nest
     #: touching one runs as plain converting loops (no contraction kernel, no reordering)
     foreign: frozenset[Buffer] = frozenset()
+    #: the team size when rendering for the routine's one OpenMP parallel region (`c_backend`):
+    #: parallel loops and threaded kernel calls at the top of a part are then shared out by
+    #: worksharing loops of that team (``omp for``) instead of forking their own; 0: not so
+    team: int = 0
+    team_units: int = 0  #: top-level statements rendered so far for the whole team
+    in_parallel: bool = False  #: rendering the body of a parallel loop (no kernel calls)
 
     def __post_init__(self) -> None:
         self.foreign = frozenset(b for b in self.prog.buffers
@@ -306,33 +312,44 @@ class CRenderer:
     def for_loop(self, sym: Symbol, extent: int, body: Stmt, depth: int, out: list[str],
                  threads: int = 1) -> None:
         """A loop: a contraction kernel call or a reordered nest where the dialect allows
-        and they apply, else a plain ``for`` (after `syntax.inner_loop_pragma` if innermost;
-        an OpenMP parallel loop over `threads` threads where more than 1 and the dialect has
-        the C backend's kernels, which then compile with -fopenmp).
+        and they apply, else a plain ``for`` (after `syntax.inner_loop_pragma` if innermost).
+        A loop marked for `threads` > 1 runs on OpenMP threads where the dialect has the C
+        backend's kernels (then compiled with -fopenmp): its own parallel loop, or with
+        `team` a worksharing loop of the routine's region. It stays serial where the kernel
+        takes one of its inner loops (a kernel call sums with other roundings than the loop
+        it replaces; the same nest must give the same bits at any thread count).
         """
-        # a nest converting storage runs as plain loops
+        loop = ForLoop(sym, extent, body)
+        # a nest converting storage runs as plain loops (no kernel, reordering, lanes, threads)
         plain = bool(self.foreign) and not self.foreign.isdisjoint(reads(body) | writes(body))
-        if not plain and self.kernels is not None and self.kernels.render(
-                self, ForLoop(sym, extent, body), depth, out):
+        kernels = None if self.in_parallel or plain else self.kernels
+        if kernels is not None and kernels.render(self, loop, depth, out):
             return
-        if not plain and self.reorder and c_reorder.render(
-                self, ForLoop(sym, extent, body), depth, out, self.lanes):
+        par = (threads > 1 and kernels is not None and (not self.team or depth == 1)
+               and not kernels.takes_inner(self, loop))
+        # a parallel loop's own body may still be reordered (the same bits: c_reorder)
+        if not par and not plain and self.reorder and c_reorder.render(self, loop, depth, out,
+                                                                       self.lanes):
             return
-        if not plain and self.lanes and c_lanes.render(
+        if not par and not plain and self.lanes and c_lanes.render(
                 self, ForLoop(sym, extent, body, threads), depth, out):
             return
         if sym not in self.symbols:
             self.symbols[sym] = f"i{self.n_iters}"
             self.n_iters += 1
         name = self.symbols[sym]
-        if threads > 1 and self.kernels is not None:
-            self.kernels.parallel = True  # its flags() then add -fopenmp
-            out.append("  " * depth + f"#pragma omp parallel for num_threads({threads}) "
-                       "schedule(static)")
+        if par and kernels is not None:
+            kernels.parallel = True  # its flags() then add -fopenmp
+            self.team_units += bool(self.team)
+            out.append("  " * depth + ("#pragma omp for schedule(static)" if self.team else
+                                       f"#pragma omp parallel for num_threads({threads}) "
+                                       "schedule(static)"))
         elif self.syntax.inner_loop_pragma and not has_loop(body):
             out.append("  " * depth + self.syntax.inner_loop_pragma)
         out.append("  " * depth + self.syntax.for_header(name, extent))
+        outer, self.in_parallel = self.in_parallel, self.in_parallel or par
         self.stmt(body, depth + 1, out)
+        self.in_parallel = outer
         out.append("  " * depth + "}")
 
     def fill(self, buf: Buffer, value: float) -> str:

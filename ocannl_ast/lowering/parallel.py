@@ -7,9 +7,10 @@ the write, and read only at that index; its scalar locals are declared inside th
 (private to an iteration); it has no fills, vector sets or index checks. Each cell is then
 computed by one thread with the same operations in the same order as by one thread alone:
 the results are the same bits for any thread count. Nests below `MIN_WORK` innermost
-executions stay serial (starting threads would cost more than they save), and so do nests
-holding a sum of products: the C backend may run it as a contraction kernel, which threads
-itself and returns error codes (no `return` may leave an OpenMP loop).
+executions stay serial (sharing them out would cost more than it saves). A nest holding a
+sum of products is marked too: the C backend keeps it serial where its contraction kernel
+takes the nest or a loop inside it (the kernel threads itself, and sums with other
+roundings than the loops it replaces), and shares out the rest.
 
 Stage: the last scheduling pass (`pipeline_passes.parallel_loops`). Input: a `LoopProgram`
 and a thread count. Output: the program with the chosen loops marked, and their count.
@@ -36,11 +37,13 @@ from .loop_ir import (
     Stmt,
 )
 from .nests import body_units, noted
-from .schedule import Scheduled, holds_contraction, injective, same_cell
+from .schedule import Scheduled, injective, same_cell
 from .walk import gets, own_exprs, scoped, work
 
-#: innermost executions a nest needs to be run on threads
-MIN_WORK = 1 << 17
+#: innermost executions a nest needs to be run on threads: with the C backend's one parallel
+#: region per step (`backends.c_region`) a parallel loop costs one barrier (about a
+#: microsecond on two idle cores); 16K executions take some tens of microseconds.
+MIN_WORK = 1 << 14
 
 
 def thread_count() -> int:
@@ -54,18 +57,19 @@ def thread_count() -> int:
     return int(raw) if raw.isdigit() and int(raw) > 0 else 1
 
 
-def mark_parallel(prog: LoopProgram, threads: int, min_work: int = MIN_WORK) -> Scheduled:
+def mark_parallel(prog: LoopProgram, threads: int, min_work: int | None = None) -> Scheduled:
     """Mark the outermost loop of each independent nest of at least `min_work` innermost
-    executions to run on `threads` threads.
+    executions (default `MIN_WORK`) to run on `threads` threads.
 
     Example: ``mark_parallel(prog, 2).changed``.
     """
+    min_work = MIN_WORK if min_work is None else min_work  # (read now: tests may change it)
     notes, rest = body_units(prog)
     out: list[Stmt] = []
     changed = 0
     for u in rest:
         ok = (threads > 1 and isinstance(u, ForLoop) and u.extent > 1 and u.threads == 1
-              and work(u) >= min_work and not holds_contraction(u) and parallel_safe(u))
+              and work(u) >= min_work and parallel_safe(u))
         if ok and isinstance(u, ForLoop):
             u = ForLoop(u.symbol, u.extent, u.body, threads)
             changed += 1

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import ocannl_ast as oc
-from ocannl_ast.backends import c_contraction, c_contraction_kernel
+from ocannl_ast.backends import c_contraction, c_contraction_kernel, c_region
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is not installed")
 
@@ -73,6 +73,10 @@ def test_batched_cells_shared_between_threads_keep_the_bits(
     assert ", 1, ocannl_mmd0, ocannl_mmd0b)" in src1
     monkeypatch.setenv("OCANNL_AST_THREADS", threads)
     monkeypatch.setattr(c_contraction, "PARALLEL_BATCH_WORK", 1)
+    got, src = _run(spec, a, b, "float32")  # by the team of the routine's parallel region
+    assert f", -{threads}, ocannl_mmd0, ocannl_mmd0b)" in src
+    assert got.tobytes() == base.tobytes()
+    monkeypatch.setattr(c_region, "usable", lambda parts: False)  # its own threads
     got, src = _run(spec, a, b, "float32")
     assert f", {threads}, ocannl_mmd0, ocannl_mmd0b)" in src
     assert got.tobytes() == base.tobytes()

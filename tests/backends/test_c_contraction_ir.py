@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import ocannl_ast as oc
-from ocannl_ast.backends import c_contraction
+from ocannl_ast.backends import c_contraction, c_region
 from ocannl_ast.backends.c_backend import compile_c, render_c
 from ocannl_ast.lowering.loop_ir import (
     Binary,
@@ -191,16 +191,21 @@ def test_threads_give_identical_results(shape: tuple[int, int, int],
                                         monkeypatch: pytest.MonkeyPatch) -> None:
     # Above PARALLEL_WORK; split over M (many row tiles) or over N (few row tiles).
     assert np.prod(shape) >= c_contraction.PARALLEL_WORK
+    # With threads, the call is made by the team of the routine's parallel region (-n), or
+    # forks its own threads where the routine has no region (n).
     results = {}
-    for threads in ("1", "2", "3"):
+    for threads, region in (("1", True), ("2", True), ("3", True), ("2", False)):
         monkeypatch.setenv("OCANNL_AST_THREADS", threads)
+        monkeypatch.setattr(c_region, "usable", c_region.usable if region else
+                            lambda parts: False)
         y, want = _big_matmul(*shape)
         src = oc.render(y.forward)
-        assert f", {threads}, ocannl_mmd0)" in src
-        results[threads] = oc.eval(y)
-        np.testing.assert_allclose(results[threads], want, rtol=0, atol=1e-5 * shape[1])
-    np.testing.assert_array_equal(results["1"], results["2"])
-    np.testing.assert_array_equal(results["1"], results["3"])
+        n = f"-{threads}" if threads != "1" and region else threads
+        assert f", {n}, ocannl_mmd0)" in src
+        results[n] = oc.eval(y)
+        np.testing.assert_allclose(results[n], want, rtol=0, atol=1e-5 * shape[1])
+    for n in ("-2", "-3", "2"):
+        np.testing.assert_array_equal(results["1"], results[n])
 
 
 def test_small_kernels_stay_single_threaded(monkeypatch: pytest.MonkeyPatch) -> None:

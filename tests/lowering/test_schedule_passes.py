@@ -257,19 +257,44 @@ def test_parallel_marks_independent_nests_only() -> None:
     assert _run(prog, init) == _run(out.prog, init)
 
 
-def test_parallel_leaves_contractions_to_the_kernels() -> None:
-    """A sum of products may become a kernel call (which threads itself and may return an
-    error code, which no OpenMP loop may do): never marked."""
-    out_b, x = Buffer(40, "o", (4, 6)), Buffer(41, "x", (4, 5))
-    w = Buffer(42, "w", (5, 6))
+def _matmul(out_b: Buffer, x: Buffer, w: Buffer, dims: tuple[int, int, int],
+            outer: tuple[Symbol, int] | None = None) -> Stmt:
+    """``out[(o,) i, j] = sum_k x[(o,) i, k] * w[k, j]`` (a local accumulator), inside a loop
+    over `outer` when given."""
     i, j, k = _sym("i"), _sym("j"), _sym("k")
-    step = Binary(BinOp.ADD, GetLocal("s"), Binary(BinOp.MUL, Get(x, (index_of(i), index_of(k))),
+    pre = (index_of(outer[0]),) if outer else ()
+    step = Binary(BinOp.ADD, GetLocal("s"), Binary(BinOp.MUL, Get(x, (*pre, index_of(i),
+                                                                     index_of(k))),
                                                    Get(w, (index_of(k), index_of(j)))))
-    body = Seq((DeclLocal("s", Const(0.0)), ForLoop(k, 5, SetLocal("s", step)),
-                SetCell(out_b, (index_of(i), index_of(j)), GetLocal("s"))))
-    prog = _prog(ForLoop(i, 4, ForLoop(j, 6, body)), bufs=(out_b, x, w))
-    assert mark_parallel(prog, 2, min_work=1).changed == 0
+    body = Seq((DeclLocal("s", Const(0.0)), ForLoop(k, dims[2], SetLocal("s", step)),
+                SetCell(out_b, (*pre, index_of(i), index_of(j)), GetLocal("s"))))
+    return ForLoop(i, dims[0], ForLoop(j, dims[1], body))
 
+
+def test_parallel_contractions_stay_with_the_kernels(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sum of products is marked like any independent nest; the C backend shares it out
+    only where its contraction kernel takes neither the nest nor a loop inside it (a kernel
+    call rounds differently from the loops, and threads itself): the same bits as serial."""
+    small_o, small_x, small_w = Buffer(40, "o", (4, 6)), Buffer(41, "x", (4, 5)), \
+        Buffer(42, "w", (5, 6))
+    big_o, big_x, big_w = Buffer(43, "bo", (3, 32, 32)), Buffer(44, "bx", (3, 32, 32)), \
+        Buffer(45, "bw", (32, 32))
+    big_o2 = Buffer(46, "bo2", (3, 32, 32))
+    b = _sym("b")  # two products per b: the kernel takes each, not the loop over b
+    inner = ForLoop(b, 3, Seq((_matmul(big_o, big_x, big_w, (32, 32, 32), (b, 3)),
+                               _matmul(big_o2, big_x, big_w, (32, 32, 32), (b, 3)))))
+    prog = _prog(_matmul(small_o, small_x, small_w, (4, 6, 5)), inner,
+                 bufs=(small_o, small_x, small_w, big_o, big_x, big_w, big_o2))
+    out = mark_parallel(prog, 2, min_work=1)
+    assert out.changed == 2
+    for threads in ("2", "1"):
+        monkeypatch.setenv("OCANNL_AST_THREADS", threads)
+        src = render_c(out.prog)
+        functions = src[src.index("sched_f0("):src.index("\nint sched(")]  # after the kernel
+        assert functions.count("#pragma omp") == 1  # the small product's loop only
+        assert functions.count("ocannl_mm_run") == 2  # the kernel took the inner products
+        init = _inputs(out.prog.buffers, 5)
+        assert _run(prog, init) == _run(out.prog, init)
 
 # ---- random programs vs the unscheduled pipeline ----------------------------------------
 
