@@ -16,7 +16,7 @@ from pathlib import Path
 from ocannl_ast import config
 from ocannl_ast.backends import c_region
 from ocannl_ast.backends.c_contraction import threads_setting
-from ocannl_ast.backends.c_contraction_kernel import SHARED_LINKAGE, kernel_c, run_prototype
+from ocannl_ast.backends.c_contraction_kernel import SHARED_LINKAGE, kernel_units, run_prototype
 from ocannl_ast.backends.c_renderer import CRenderer
 from ocannl_ast.backends.c_syntax import C, CSyntax, Word, c_const, c_ident
 from ocannl_ast.backends.compiler import (
@@ -44,7 +44,8 @@ from ocannl_ast.lowering.loop_ir import (
 from ocannl_ast.lowering.walk import stmt_nodes
 
 __all__ = ["DEFAULT_OPT_FLAGS", "CRoutine", "CompiledRoutine", "c_const", "c_ident",
-           "cc_jobs", "compile_c", "prebuild_kernel", "render_c", "render_c_units"]
+           "cc_jobs", "compile_c", "kernel_objects", "prebuild_kernel", "render_c",
+           "render_c_units"]
 
 
 @dataclass(slots=True)
@@ -216,7 +217,7 @@ def _render_paused(prog: LoopProgram, syntax: CSyntax, budget: int | None,
     threefry = [*syntax.threefry(r.words), ""] if r.threefry else []
     objects: tuple[str, ...] = ()
     if kernel and kernel_apart:
-        objects = (_kernel_unit(syntax, r.words, kernel),)
+        objects = kernel_objects(syntax, r.words)
         kernel = []
     proto = [run_prototype(t, r.words[Word.SUFFIX]), ""] if objects else []
     groups = _groups(parts, bool(kernel), jobs)
@@ -269,11 +270,14 @@ def _render_paused(prog: LoopProgram, syntax: CSyntax, budget: int | None,
                      tuple(units[1:]), objects)
 
 
-def _kernel_unit(syntax: CSyntax, words: dict[str, str], kernel: list[str]) -> str:
-    """The contraction kernel as a translation unit of its own: its entry points exported
-    inside the shared object it is linked into (`SHARED_LINKAGE`)."""
-    return "\n".join([f"/* ocannl_ast contraction kernel ({words[Word.TYPE]}) */",
-                      *syntax.includes, f"#define OCK_RUN_LINKAGE {SHARED_LINKAGE}", *kernel])
+def kernel_objects(syntax: CSyntax, words: dict[str, str]) -> tuple[str, ...]:
+    """The contraction kernel as translation units of their own (`kernel_units`: the driver
+    and the small path, compiled at once), their entry points exported inside the shared
+    object they are linked into (`SHARED_LINKAGE`)."""
+    units = kernel_units(words[Word.TYPE], words[Word.SUFFIX])
+    return tuple("\n".join([f"/* ocannl_ast contraction kernel ({words[Word.TYPE]}), {what} */",
+                            *syntax.includes, f"#define OCK_RUN_LINKAGE {SHARED_LINKAGE}", *unit])
+                 for what, unit in zip(("driver", "small path"), units, strict=True))
 
 
 def _arg(r: CRenderer, buf: Buffer, i: int, table_type: str) -> str:
@@ -316,13 +320,13 @@ def prebuild_kernel(syntax: CSyntax, precision: Precision,
     if not syntax.contraction_kernels or precision.is_half:
         return
     words = syntax.words(precision)
-    kernel = kernel_c(words[Word.TYPE], words[Word.SUFFIX])
     try:
         omp = ("-fopenmp",) if threads_setting() > 1 else ()
     except BackendError:  # a malformed OCANNL_AST_THREADS: rendering reports it
         omp = ()
     flags = (*effective_flags(opt_flags), *omp, *syntax.compile_flags)
-    prebuild_object(cache_dir_default(), _kernel_unit(syntax, words, kernel), flags)
+    for unit in kernel_objects(syntax, words):
+        prebuild_object(cache_dir_default(), unit, flags)
 
 
 # ---- compiling and loading ---------------------------------------------------------

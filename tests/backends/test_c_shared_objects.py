@@ -1,5 +1,5 @@
-"""The contraction kernel is compiled once per cache directory into a shared object file
-(`compiler.ensure_object`) and linked into every routine that calls it, instead of being
+"""The contraction kernel is compiled once per cache directory into two object files (the
+GEMM driver and the small path, compiled at once: `compiler.ensure_object`) and linked into every routine that calls it, instead of being
 compiled again in each routine's source; a context starts building it in the background
 before it lowers (`CBackend.prepare`). Same numbers as NumPy; a damaged object is rebuilt;
 a build already running is waited for, not repeated."""
@@ -44,7 +44,7 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_kernel_compiled_once_and_linked(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     got, want = product(1.0)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
-    assert len(objects(cache)) == 1
+    assert len(objects(cache)) == 2  # the driver and the small path
     runs: list[list[str]] = []
     real = compiler._run_gcc
 
@@ -56,21 +56,22 @@ def test_kernel_compiled_once_and_linked(cache: Path, monkeypatch: pytest.Monkey
     got, want = product(2.0)  # another routine: its own source, the same kernel object
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     assert runs and not any(c.endswith(".c") and "shared" in c for r in runs for c in r)
-    assert any(str(objects(cache)[0]) in r for r in runs)  # linked, not compiled again
+    assert any(all(str(o) in r for o in objects(cache)) for r in runs)  # linked, not rebuilt
 
 
 def test_routine_sources_leave_the_kernel_out() -> None:
     c = oc.einsum("ij;jk=>ik", oc.ndarray(A), oc.ndarray(B))
     prog, _, _ = oc.Context().lower_code(c.forward)
     units, _, shared = c_backend.render_c_units(prog, jobs=1)
-    assert len(shared) == 1 and "ocannl_mm_gemm_f(" in shared[0]
+    assert len(shared) == 2 and "ocannl_mm_gemm_f(" in shared[0]
+    assert "int ocannl_mm_small_f(" in shared[1] and "ocannl_mm_gemm_f(" not in shared[1]
     assert "ocannl_mm_gemm_f(" not in units[0] and "int ocannl_mm_run_f(" in units[0]
     assert "ocannl_mm_gemm_f(" in c_backend.render_c(prog)  # oc.render: one whole file
 
 
 def test_damaged_object_is_rebuilt(cache: Path) -> None:
     product(1.0)
-    (obj,) = objects(cache)
+    obj = objects(cache)[0]
     good = obj.read_bytes()
     obj.write_bytes(b"garbage")
     got, want = product(3.0)
@@ -124,3 +125,28 @@ def test_units_balanced_by_lines_of_code(monkeypatch: pytest.MonkeyPatch) -> Non
     assert sorted(k for g in groups for k in g) == [0, 1, 2, 3]
     assert max(loads) - min(loads) <= 100  # by all lines: part 0 alone (10 lines of code)
     assert c_backend._code_lines(notes + code) == 100
+
+
+def test_prebuilt_kernel_objects_are_the_ones_routines_link(
+        cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``python -m ocannl_ast.backends.prebuild`` (run by scripts/setup.sh) leaves in the
+    cache exactly the objects a routine links: it then compiles only its own source."""
+    from ocannl_ast.backends import prebuild
+    from ocannl_ast.lowering.loop_ir import Precision
+
+    assert prebuild.main(["--precision", "float32"]) == 0
+    built = prebuild.prebuild(cache, [Precision.FLOAT32], [False])
+    assert len(built) == 2 and all(p.is_file() for p in built)
+    runs: list[list[str]] = []
+    real = compiler._run_gcc
+
+    def counting(cmd: list[str]) -> subprocess.CompletedProcess[str]:
+        runs.append(cmd)
+        return real(cmd)
+
+    monkeypatch.setattr(compiler, "_run_gcc", counting)
+    got, want = product(1.5)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    assert not any(c.endswith(".c") and "shared" in c for r in runs for c in r)
+    assert any(all(str(p) in r for p in built) for r in runs)
+    assert len(objects(cache)) == 4  # float32, without and with OpenMP: two objects each
