@@ -16,7 +16,7 @@ from pathlib import Path
 from ocannl_ast import config
 from ocannl_ast.backends import c_region
 from ocannl_ast.backends.c_contraction import threads_setting
-from ocannl_ast.backends.c_contraction_kernel import SHARED_LINKAGE, kernel_units, run_prototype
+from ocannl_ast.backends.c_contraction_kernel import SHARED_LINKAGE, kernel_c, run_prototype
 from ocannl_ast.backends.c_renderer import CRenderer
 from ocannl_ast.backends.c_syntax import C, CSyntax, Word, c_const, c_ident
 from ocannl_ast.backends.compiler import (
@@ -271,13 +271,14 @@ def _render_paused(prog: LoopProgram, syntax: CSyntax, budget: int | None,
 
 
 def kernel_objects(syntax: CSyntax, words: dict[str, str]) -> tuple[str, ...]:
-    """The contraction kernel as translation units of their own (`kernel_units`: the driver
-    and the small path, compiled at once), their entry points exported inside the shared
-    object they are linked into (`SHARED_LINKAGE`)."""
-    units = kernel_units(words[Word.TYPE], words[Word.SUFFIX])
-    return tuple("\n".join([f"/* ocannl_ast contraction kernel ({words[Word.TYPE]}), {what} */",
-                            *syntax.includes, f"#define OCK_RUN_LINKAGE {SHARED_LINKAGE}", *unit])
-                 for what, unit in zip(("driver", "small path"), units, strict=True))
+    """The contraction kernel as a translation unit of its own, its entry points exported
+    inside the shared object it is linked into (`SHARED_LINKAGE`). One unit: split in two
+    (the GEMM driver, the small path) it cost 1.25 s of gcc CPU against 0.94 s, for 0.1 s
+    less wall time on an idle machine."""
+    kernel = kernel_c(words[Word.TYPE], words[Word.SUFFIX])
+    return ("\n".join([f"/* ocannl_ast contraction kernel ({words[Word.TYPE]}) */",
+                       *syntax.includes, f"#define OCK_RUN_LINKAGE {SHARED_LINKAGE}",
+                       *kernel]),)
 
 
 def _arg(r: CRenderer, buf: Buffer, i: int, table_type: str) -> str:

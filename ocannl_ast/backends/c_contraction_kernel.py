@@ -31,7 +31,7 @@ computed by one thread in the same order, so results do not depend on the thread
 
 from __future__ import annotations
 
-from ocannl_ast.backends.c_contraction_small import SMALL_CHOICE, SMALL_PATH
+from ocannl_ast.backends.c_contraction_small import SMALL_PATH
 from ocannl_ast.backends.c_contraction_threads import THREADS_C
 
 _KERNEL = r"""
@@ -229,9 +229,8 @@ static int ocannl_mm_block_SFX(const ocannl_mm_shape_SFX* s, const OCK_T* a, con
   return 0;
 }
 
-@SMALL@
+""" + SMALL_PATH + r"""
 
-@CHOICE@
 @THREADS@
 /* Mixed-radix offsets: out[i] = sum_d stride[d] * digit_d(i) over the extents ext[0..nd). */
 static int64_t ocannl_mm_offsets_SFX(int64_t* out, int nd, const int64_t* ext,
@@ -327,32 +326,10 @@ def run_prototype(type_name: str, suffix: str) -> str:
             f"{SHARED_LINKAGE} int ocannl_mm_runb_{suffix}({args}, const int64_t* bt);")
 
 
-#: The small path's entry point where the kernel is two translation units (`kernel_units`).
-_SMALL_PROTOTYPE = (f"{SHARED_LINKAGE} int ocannl_mm_small_SFX(const ocannl_mm_shape_SFX* s, "
-                    "const OCK_T* a, const OCK_T* b, OCK_T* c, int accumulate);")
-
-
-def _definitions(type_name: str, suffix: str, text: str) -> list[str]:
-    text = text.replace("@THREADS@", THREADS_C.strip("\n") + "\n")
-    text = text.replace("@CHOICE@", SMALL_CHOICE.strip("\n")).replace("_SFX", "_" + suffix)
+def kernel_c(type_name: str, suffix: str) -> list[str]:
+    """The kernel's C definitions for one element type. Example: ``kernel_c("float", "f")``."""
+    text = _KERNEL.replace("@THREADS@", THREADS_C.strip("\n") + "\n")
+    text = text.replace("_SFX", "_" + suffix)
     return [f"#define OCK_T {type_name}", f"#define OCK_PX {_PX[type_name]}",
             "#undef OCK_SMALL_BYTES", f"#define OCK_SMALL_BYTES {int(SMALL_BYTES)}",
             *text.strip("\n").splitlines(), "#undef OCK_PX", "#undef OCK_T", ""]
-
-
-def kernel_c(type_name: str, suffix: str) -> list[str]:
-    """The kernel's C definitions for one element type. Example: ``kernel_c("float", "f")``."""
-    return _definitions(type_name, suffix, _KERNEL.replace("@SMALL@", SMALL_PATH))
-
-
-def kernel_units(type_name: str, suffix: str) -> tuple[list[str], list[str]]:
-    """The kernel's definitions as two translation units, compiled at once (gcc spends about
-    as long on each): the GEMM driver and blocked path, which exports ``ocannl_mm_run*``
-    (`OCK_RUN_LINKAGE`), and the small path, which exports ``ocannl_mm_small`` to it; both
-    hidden inside the shared object they are linked into (`SHARED_LINKAGE`). The same
-    functions as `kernel_c`, so the same bits. Example: ``kernel_units("float", "f")``."""
-    head, _ = _KERNEL.split("@SMALL@")
-    small_linkage = [f"#define OCK_SMALL_LINKAGE {SHARED_LINKAGE}"]
-    driver = _definitions(type_name, suffix, _KERNEL.replace("@SMALL@", _SMALL_PROTOTYPE))
-    small = _definitions(type_name, suffix, head + SMALL_PATH)
-    return small_linkage + driver, small_linkage + small

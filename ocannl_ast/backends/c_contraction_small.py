@@ -1,25 +1,18 @@
 """C text of the contraction kernel's small path (`c_contraction_kernel` splices it in
-before the GEMM driver, or compiles it as a translation unit of its own): B packed once or
-read in place, A read in place through its offset tables (a third factor on A multiplied in
-first), C written directly from the registers.
+before the GEMM driver): B packed once or read in place, A read in place through its offset
+tables (a third factor on A multiplied in first), C written directly from the registers.
 
-Stage: backend. Input: none (a constant). Output: `SMALL_PATH` (``ocannl_mm_small``, of
-linkage ``OCK_SMALL_LINKAGE``: static unless defined) and `SMALL_CHOICE` (whether a
-problem takes it), C text in the kernel's ``_SFX`` template form (see
-`c_contraction_kernel.kernel_c`).
+Stage: backend. Input: none (a constant). Output: `SMALL_PATH`, C text in the kernel's
+``_SFX`` template form (see `c_contraction_kernel.kernel_c`).
 """
 
 from __future__ import annotations
 
-#: The small path: its tiles and ``ocannl_mm_small`` (which the GEMM driver calls).
 SMALL_PATH = r"""
 /* ---- small problems: B packed once, A read in place, C written directly ----
    Same arithmetic per element as the blocked path (per K block: acc = 0; acc =
    ocannl_mm_fma(acc, a, b) in k order; c = acc or c += acc), so the two give the same bits. */
 #define OCK_SVL OCK_VL_SFX
-#ifndef OCK_SMALL_LINKAGE
-#define OCK_SMALL_LINKAGE static
-#endif
 /* Whether B is read in place: no third factor, contiguous rows, N whole vectors. */
 static int ocannl_mm_direct_b_SFX(const ocannl_mm_shape_SFX* s) {
   return !s->b2 && s->bn_unit && s->n % OCK_SVL == 0;
@@ -146,7 +139,7 @@ static void ocannl_mm_times_a2_SFX(const ocannl_mm_shape_SFX* s, const OCK_T* a,
    summed from 0 in registers, then stored or added to C), so the bits are the blocked path's
    at every K. */
 __attribute__((noinline))
-OCK_SMALL_LINKAGE int ocannl_mm_small_SFX(const ocannl_mm_shape_SFX* s, const OCK_T* a, const OCK_T* b,
+static int ocannl_mm_small_SFX(const ocannl_mm_shape_SFX* s, const OCK_T* a, const OCK_T* b,
                                OCK_T* c, int accumulate) {
   const int64_t pack_rows = (int64_t)(OCK_A2_PACK / sizeof(OCK_T)) / (s->k > 0 ? s->k : 1);
   if (s->a2 && s->m > pack_rows && s->m > 1) {
@@ -207,12 +200,7 @@ OCK_SMALL_LINKAGE int ocannl_mm_small_SFX(const ocannl_mm_shape_SFX* s, const OC
   if (!on_stack) free(bp);
   return 0;
 }
-#undef OCK_SVL
-"""
 
-#: Whether a problem takes the small path (in the unit of the GEMM driver, which calls it).
-SMALL_CHOICE = r"""
-#define OCK_SVL OCK_VL_SFX
 /* Whether the small path takes this problem: B's K x N panel (N rounded up to whole
    vectors; packed or read in place) within OCK_SMALL_BYTES. */
 static int ocannl_mm_is_small_SFX(const ocannl_mm_shape_SFX* s) {

@@ -6,8 +6,8 @@ Input: the cache directory (``$OCANNL_AST_CACHE`` or ``~/.cache/ocannl_ast/c``).
 builds routines link: `c_backend.compile_c` with the default flags), so the first routine
 compiled on this machine finds them (`compiler.ensure_object` keeps a cached object whose
 digest matches). Otherwise the first routine of a cache directory that calls the kernel
-builds them (about 1 s of gcc CPU per element type, two objects compiled at once), starting
-when its context begins lowering (`CBackend.prepare`).
+builds the one it needs (about 1 s of gcc CPU), starting when its context begins lowering
+(`CBackend.prepare`).
 """
 
 from __future__ import annotations

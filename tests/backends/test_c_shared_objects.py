@@ -1,5 +1,5 @@
-"""The contraction kernel is compiled once per cache directory into two object files (the
-GEMM driver and the small path, compiled at once: `compiler.ensure_object`) and linked into every routine that calls it, instead of being
+"""The contraction kernel is compiled once per cache directory into a shared object file
+(`compiler.ensure_object`) and linked into every routine that calls it, instead of being
 compiled again in each routine's source; a context starts building it in the background
 before it lowers (`CBackend.prepare`). Same numbers as NumPy; a damaged object is rebuilt;
 a build already running is waited for, not repeated."""
@@ -44,7 +44,7 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_kernel_compiled_once_and_linked(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     got, want = product(1.0)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
-    assert len(objects(cache)) == 2  # the driver and the small path
+    assert len(objects(cache)) == 1
     runs: list[list[str]] = []
     real = compiler._run_gcc
 
@@ -63,8 +63,7 @@ def test_routine_sources_leave_the_kernel_out() -> None:
     c = oc.einsum("ij;jk=>ik", oc.ndarray(A), oc.ndarray(B))
     prog, _, _ = oc.Context().lower_code(c.forward)
     units, _, shared = c_backend.render_c_units(prog, jobs=1)
-    assert len(shared) == 2 and "ocannl_mm_gemm_f(" in shared[0]
-    assert "int ocannl_mm_small_f(" in shared[1] and "ocannl_mm_gemm_f(" not in shared[1]
+    assert len(shared) == 1 and "ocannl_mm_gemm_f(" in shared[0]
     assert "ocannl_mm_gemm_f(" not in units[0] and "int ocannl_mm_run_f(" in units[0]
     assert "ocannl_mm_gemm_f(" in c_backend.render_c(prog)  # oc.render: one whole file
 
@@ -136,7 +135,7 @@ def test_prebuilt_kernel_objects_are_the_ones_routines_link(
 
     assert prebuild.main(["--precision", "float32"]) == 0
     built = prebuild.prebuild(cache, [Precision.FLOAT32], [False])
-    assert len(built) == 2 and all(p.is_file() for p in built)
+    assert len(built) == 1 and all(p.is_file() for p in built)
     runs: list[list[str]] = []
     real = compiler._run_gcc
 
@@ -149,4 +148,4 @@ def test_prebuilt_kernel_objects_are_the_ones_routines_link(
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     assert not any(c.endswith(".c") and "shared" in c for r in runs for c in r)
     assert any(all(str(p) in r for p in built) for r in runs)
-    assert len(objects(cache)) == 4  # float32, without and with OpenMP: two objects each
+    assert len(objects(cache)) == 2  # float32, without and with OpenMP
