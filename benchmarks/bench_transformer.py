@@ -263,8 +263,11 @@ def warm_worker() -> None:
     `scripts/setup.sh` builds) and `oc.nn`'s rewritten functions (any earlier model)."""
     import ocannl_ast.nn  # noqa: F401 -- rewrites its decorated functions into the cache
     from ocannl_ast.backends import prebuild
+    from ocannl_ast.backends.c_contraction import threads_setting
+    from ocannl_ast.lowering.loop_ir import Precision
 
-    prebuild.prebuild()
+    # what setup.sh builds, less the objects this step does not link (float64, ...)
+    prebuild.prebuild(precisions=[Precision.FLOAT32], openmp=[threads_setting() > 1])
     print(json.dumps({}))
 
 
