@@ -200,14 +200,16 @@ def gflops_rows(cfg: tm.Config, step_s: float, quick: bool) -> list[Row]:
 def compile_rows(quick: bool) -> list[Row]:
     """The step compiled in a fresh interpreter with an empty cache directory: as the C
     backend builds it (a large routine's translation units compiled at once), then as one
-    translation unit (`OCANNL_AST_CC_JOBS=1`) for comparison; then as a second model on the
-    machine: the cache holds what any model before it left there (the contraction kernel's
-    object, `oc.nn`'s rewritten functions), not this routine."""
+    translation unit (`OCANNL_AST_CC_JOBS=1`) for comparison; then as on a set-up machine:
+    the cache holds what `scripts/setup.sh` and any model before it left there (the
+    contraction kernel's objects, `python -m ocannl_ast.backends.prebuild`; `oc.nn`'s
+    rewritten functions), not this routine. Each row shows the load average at its start."""
     what = "cold compile of the step (fresh cache, gcc included)"
     target = f"<= {COMPILE_TARGET_S:g} s"
     rows = []
     for label, jobs, warm in (("", None, False), (", one translation unit", "1", False),
-                              (", machine caches warm (kernel .o, oc.nn rewrite)", None, True)):
+                              (", kernel objects prebuilt (setup.sh), oc.nn rewrite cached",
+                               None, True)):
         try:
             got = cold_compile(quick, jobs, warm)
         except WorkerTimeout as e:
@@ -215,7 +217,7 @@ def compile_rows(quick: bool) -> list[Row]:
             continue
         rows.append(Row(G, what + label, f"{got['seconds']:.3g} s ({got['units']} C file(s); "
                                          f"CPU: python {got['python_cpu']:.2g} s, gcc "
-                                         f"{got['gcc_cpu']:.2g} s)",
+                                         f"{got['gcc_cpu']:.2g} s; load {got['load']:.2g})",
                         "" if label else target,
                         None if label else got["seconds"] <= COMPILE_TARGET_S))
     return rows
@@ -230,8 +232,11 @@ def cold_compile(quick: bool, jobs: str | None, warm: bool = False) -> dict[str,
         try:
             if warm:
                 run_worker(Path(__file__), ["--warm-worker"], timeout=120)
-            return run_worker(Path(__file__), ["--compile-worker"] + (["--quick"] if quick else []),
-                              timeout=120)
+            load = os.getloadavg()[0]
+            got: dict[str, float] = run_worker(
+                Path(__file__), ["--compile-worker"] + (["--quick"] if quick else []),
+                timeout=120)
+            return {**got, "load": load}
         finally:
             for k, v in saved.items():
                 if v is None:
@@ -254,14 +259,15 @@ def compile_worker(quick: bool) -> None:
 
 
 def warm_worker() -> None:
-    """What an earlier model leaves in the cache: a small matmul compiled (the contraction
-    kernel's object) after `oc.nn` was imported (its functions rewritten)."""
+    """What a set-up machine's cache holds: the contraction kernel's objects (what
+    `scripts/setup.sh` builds) and `oc.nn`'s rewritten functions (any earlier model)."""
     import ocannl_ast.nn  # noqa: F401 -- rewrites its decorated functions into the cache
+    from ocannl_ast.backends import prebuild
+    from ocannl_ast.backends.c_contraction import threads_setting
+    from ocannl_ast.lowering.loop_ir import Precision
 
-    rng = np.random.default_rng(0)
-    a = oc.ndarray(rng.normal(size=(32, 48)).astype(np.float32))
-    b = oc.ndarray(rng.normal(size=(48, 40)).astype(np.float32))
-    oc.Context().eval(oc.einsum("ij;jk=>ik", a, b))
+    # what setup.sh builds, less the objects this step does not link (float64, ...)
+    prebuild.prebuild(precisions=[Precision.FLOAT32], openmp=[threads_setting() > 1])
     print(json.dumps({}))
 
 

@@ -18,3 +18,8 @@ if [ ! -f .venv/.installed ] || [ pyproject.toml -nt .venv/.installed ]; then
     || echo "setup: PyTorch (CPU) not installed; the tests that compare against it will skip"
   touch .venv/.installed
 fi
+# The C backend's contraction kernel objects (float32 and float64, with and without OpenMP),
+# built once into the compile cache: routines compiled later link them (see
+# docs/generated_code.md). Cached: a second run compiles nothing.
+.venv/bin/python -m ocannl_ast.backends.prebuild > /dev/null \
+  || echo "setup: the contraction kernel was not prebuilt (gcc missing?); routines build it"

@@ -44,7 +44,8 @@ from ocannl_ast.lowering.loop_ir import (
 from ocannl_ast.lowering.walk import stmt_nodes
 
 __all__ = ["DEFAULT_OPT_FLAGS", "CRoutine", "CompiledRoutine", "c_const", "c_ident",
-           "cc_jobs", "compile_c", "prebuild_kernel", "render_c", "render_c_units"]
+           "cc_jobs", "compile_c", "kernel_objects", "prebuild_kernel", "render_c",
+           "render_c_units"]
 
 
 @dataclass(slots=True)
@@ -216,7 +217,7 @@ def _render_paused(prog: LoopProgram, syntax: CSyntax, budget: int | None,
     threefry = [*syntax.threefry(r.words), ""] if r.threefry else []
     objects: tuple[str, ...] = ()
     if kernel and kernel_apart:
-        objects = (_kernel_unit(syntax, r.words, kernel),)
+        objects = kernel_objects(syntax, r.words)
         kernel = []
     proto = [run_prototype(t, r.words[Word.SUFFIX]), ""] if objects else []
     groups = _groups(parts, bool(kernel), jobs)
@@ -269,11 +270,15 @@ def _render_paused(prog: LoopProgram, syntax: CSyntax, budget: int | None,
                      tuple(units[1:]), objects)
 
 
-def _kernel_unit(syntax: CSyntax, words: dict[str, str], kernel: list[str]) -> str:
-    """The contraction kernel as a translation unit of its own: its entry points exported
-    inside the shared object it is linked into (`SHARED_LINKAGE`)."""
-    return "\n".join([f"/* ocannl_ast contraction kernel ({words[Word.TYPE]}) */",
-                      *syntax.includes, f"#define OCK_RUN_LINKAGE {SHARED_LINKAGE}", *kernel])
+def kernel_objects(syntax: CSyntax, words: dict[str, str]) -> tuple[str, ...]:
+    """The contraction kernel as a translation unit of its own, its entry points exported
+    inside the shared object it is linked into (`SHARED_LINKAGE`). One unit: split in two
+    (the GEMM driver, the small path) it cost 1.25 s of gcc CPU against 0.94 s, for 0.1 s
+    less wall time on an idle machine."""
+    kernel = kernel_c(words[Word.TYPE], words[Word.SUFFIX])
+    return ("\n".join([f"/* ocannl_ast contraction kernel ({words[Word.TYPE]}) */",
+                       *syntax.includes, f"#define OCK_RUN_LINKAGE {SHARED_LINKAGE}",
+                       *kernel]),)
 
 
 def _arg(r: CRenderer, buf: Buffer, i: int, table_type: str) -> str:
@@ -316,13 +321,13 @@ def prebuild_kernel(syntax: CSyntax, precision: Precision,
     if not syntax.contraction_kernels or precision.is_half:
         return
     words = syntax.words(precision)
-    kernel = kernel_c(words[Word.TYPE], words[Word.SUFFIX])
     try:
         omp = ("-fopenmp",) if threads_setting() > 1 else ()
     except BackendError:  # a malformed OCANNL_AST_THREADS: rendering reports it
         omp = ()
     flags = (*effective_flags(opt_flags), *omp, *syntax.compile_flags)
-    prebuild_object(cache_dir_default(), _kernel_unit(syntax, words, kernel), flags)
+    for unit in kernel_objects(syntax, words):
+        prebuild_object(cache_dir_default(), unit, flags)
 
 
 # ---- compiling and loading ---------------------------------------------------------

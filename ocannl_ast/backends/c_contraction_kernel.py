@@ -18,7 +18,8 @@ Problems on one thread whose B panel (K x N) is within OCK_SMALL_BYTES (OCK_SMAL
 when K spans several blocks) take the "small" path: B packed once (on the stack up to
 OCK_SMALL_STACK bytes: no heap allocation for small problems), or read in place when its
 rows are contiguous and N is whole vectors, A read in place through its offset tables (a
-third factor on A multiplied in as it is read: the product the blocked path packs), C
+third factor on A multiplied into a scratch copy of A first, in strips of rows past
+OCK_A2_PACK bytes: the products the blocked path packs), C
 stored directly from the registers; per element it sums in the same order as the blocked path (K in blocks of
 OCK_KC), so both give the same bits. (Measured faster than the blocked path at every size
 it takes, from 20x16x16 to 4000x32x4096: A's packing costs more than it saves.) A product
@@ -58,8 +59,11 @@ _KERNEL = r"""
    per K block and row strip: measured slower than the blocked path at 1024^3, faster at
    512 x 64 x 512 and 256^3) */
 #define OCK_SMALL_DEEP 524288
-/* Largest A (bytes) whose products with a third factor the small path computes first */
+/* Most bytes of products of A with a third factor the small path computes at once (a
+   larger A goes in strips of rows) */
+#ifndef OCK_A2_PACK
 #define OCK_A2_PACK 4194304
+#endif
 typedef OCK_T ocannl_mm_v_SFX __attribute__((vector_size(OCK_VB)));
 #define OCK_VL_SFX ((int64_t)(OCK_VB / sizeof(OCK_T)))
 #define OCK_NR_SFX (2 * OCK_VL_SFX)

@@ -22,27 +22,23 @@ static int ocannl_mm_direct_b_SFX(const ocannl_mm_shape_SFX* s) {
 __attribute__((always_inline))
 static inline void ocannl_mm_stile_SFX(const ocannl_mm_shape_SFX* s, const OCK_T* a,
                                        const OCK_T* bp, const int64_t* restrict brow, OCK_T* c,
-                                       int add, int64_t i0, int rows, int64_t j0, int nv,
-                                       int two) {
+                                       int add, int64_t i0, int rows, int64_t j0, int nv) {
   ocannl_mm_v_SFX acc[OCK_MR][2];
   const OCK_T* ar[OCK_MR];
-  const OCK_T* ar2[OCK_MR];
 #pragma GCC unroll 16
   for (int r = 0; r < rows; ++r) {
     ar[r] = a + s->am[i0 + r];
-    ar2[r] = two ? s->a2 + s->a2m[i0 + r] : a;
     acc[r][0] = (ocannl_mm_v_SFX){0};
     acc[r][1] = (ocannl_mm_v_SFX){0};
   }
   for (int64_t k = 0; k < s->k; ++k) {
-    const int64_t o = s->ak[k], o2 = two ? s->a2k[k] : 0;
+    const int64_t o = s->ak[k];
     ocannl_mm_v_SFX bv[2];
 #pragma GCC unroll 2
     for (int v = 0; v < nv; ++v) memcpy(&bv[v], bp + brow[k] + j0 + v * OCK_SVL, sizeof bv[v]);
 #pragma GCC unroll 16
     for (int r = 0; r < rows; ++r) {
-      /* with a third factor, its product first: the value the blocked path packs */
-      const OCK_T x = two ? ar[r][o] * ar2[r][o2] : ar[r][o];
+      const OCK_T x = ar[r][o];
 #pragma GCC unroll 2
       for (int v = 0; v < nv; ++v) acc[r][v] = ocannl_mm_fma_SFX(acc[r][v], x, bv[v]);
     }
@@ -76,26 +72,24 @@ static inline void ocannl_mm_stile_SFX(const ocannl_mm_shape_SFX* s, const OCK_T
 __attribute__((always_inline))
 static inline void ocannl_mm_strip_SFX(const ocannl_mm_shape_SFX* s, const OCK_T* a,
                                        const OCK_T* bp, const int64_t* restrict brow,
-                                       int64_t np, OCK_T* c, int add, int64_t i0, int rows,
-                                       int two) {
+                                       int64_t np, OCK_T* c, int add, int64_t i0, int rows) {
   int64_t j0 = 0;
   for (; np - j0 >= 2 * OCK_SVL; j0 += 2 * OCK_SVL)
-    ocannl_mm_stile_SFX(s, a, bp, brow, c, add, i0, rows, j0, 2, two);
-  if (j0 < np) ocannl_mm_stile_SFX(s, a, bp, brow, c, add, i0, rows, j0, 1, two);
+    ocannl_mm_stile_SFX(s, a, bp, brow, c, add, i0, rows, j0, 2);
+  if (j0 < np) ocannl_mm_stile_SFX(s, a, bp, brow, c, add, i0, rows, j0, 1);
 }
 
-/* Every strip of rows (OCK_MR, OCK_MR / 2, then single rows) of one K block; `two`: A has
-   a third factor (a constant in each inlined copy). */
+/* Every strip of rows (OCK_MR, OCK_MR / 2, then single rows) of one K block. */
 __attribute__((always_inline))
 static inline void ocannl_mm_rows_SFX(const ocannl_mm_shape_SFX* sk, const OCK_T* a,
                                       const OCK_T* bsrc, const int64_t* restrict brow,
-                                      int64_t np, OCK_T* c, int add, int two) {
+                                      int64_t np, OCK_T* c, int add) {
   int64_t i0 = 0;
   for (; sk->m - i0 >= OCK_MR; i0 += OCK_MR)
-    ocannl_mm_strip_SFX(sk, a, bsrc, brow, np, c, add, i0, OCK_MR, two);
+    ocannl_mm_strip_SFX(sk, a, bsrc, brow, np, c, add, i0, OCK_MR);
   for (; sk->m - i0 >= OCK_MR / 2; i0 += OCK_MR / 2)
-    ocannl_mm_strip_SFX(sk, a, bsrc, brow, np, c, add, i0, OCK_MR / 2, two);
-  for (; i0 < sk->m; ++i0) ocannl_mm_strip_SFX(sk, a, bsrc, brow, np, c, add, i0, 1, two);
+    ocannl_mm_strip_SFX(sk, a, bsrc, brow, np, c, add, i0, OCK_MR / 2);
+  for (; i0 < sk->m; ++i0) ocannl_mm_strip_SFX(sk, a, bsrc, brow, np, c, add, i0, 1);
 }
 
 /* Whether a2's offset tables are a's and a's cells over M x K are 0 .. M K - 1 (each once):
@@ -147,10 +141,23 @@ static void ocannl_mm_times_a2_SFX(const ocannl_mm_shape_SFX* s, const OCK_T* a,
 __attribute__((noinline))
 static int ocannl_mm_small_SFX(const ocannl_mm_shape_SFX* s, const OCK_T* a, const OCK_T* b,
                                OCK_T* c, int accumulate) {
-  if (s->a2 && s->m * s->k <= (int64_t)(OCK_A2_PACK / sizeof(OCK_T))) {
+  const int64_t pack_rows = (int64_t)(OCK_A2_PACK / sizeof(OCK_T)) / (s->k > 0 ? s->k : 1);
+  if (s->a2 && s->m > pack_rows && s->m > 1) {
+    /* A third factor on a large A: strips of rows whose products fit OCK_A2_PACK bytes,
+       each computed alone (a row's sums do not depend on the rows beside it) */
+    const int64_t step = pack_rows > 0 ? pack_rows : 1;
+    for (int64_t i0 = 0; i0 < s->m; i0 += step) {
+      ocannl_mm_shape_SFX sr = *s;
+      sr.m = s->m - i0 < step ? s->m - i0 : step;
+      sr.am = s->am + i0, sr.a2m = s->a2m + i0, sr.cm = s->cm + i0;
+      if (ocannl_mm_small_SFX(&sr, a, b, c, accumulate)) return 1;
+    }
+    return 0;
+  }
+  if (s->a2) {
     /* A third factor on A: the products a * a2 (the values the blocked path packs) into an
        M x K array first, then the two-factor path over it (measured ~2x faster than
-       multiplying them in inside the tile loop). */
+       multiplying them in inside the tile loop; one copy of the tile code to compile) */
     OCK_T* ap = ocannl_mm_alloc_SFX(s->m * s->k);
     int64_t* tab = malloc(sizeof(int64_t) * (size_t)(s->m + s->k));
     int rc = 1;
@@ -187,11 +194,8 @@ static int ocannl_mm_small_SFX(const ocannl_mm_shape_SFX* s, const OCK_T* a, con
     ocannl_mm_shape_SFX sk = *s;
     sk.k = s->k - p0 < OCK_KC ? s->k - p0 : OCK_KC;
     sk.ak = s->ak + p0;
-    if (s->a2) sk.a2k = s->a2k + p0;
     for (int64_t k = 0; k < sk.k; ++k) brow[k] = direct ? s->bk[p0 + k] : (p0 + k) * np;
-    const int add = accumulate || p0 > 0;
-    if (s->a2) ocannl_mm_rows_SFX(&sk, a, bsrc, brow, np, c, add, 1);
-    else ocannl_mm_rows_SFX(&sk, a, bsrc, brow, np, c, add, 0);
+    ocannl_mm_rows_SFX(&sk, a, bsrc, brow, np, c, accumulate || p0 > 0);
   }
   if (!on_stack) free(bp);
   return 0;

@@ -301,12 +301,15 @@ int run3_T(const T* a, const T* a2, const T* b, T* c, int acc, const int64_t* d)
 """
 
 
+@pytest.mark.parametrize("a2_pack", [None, 64])
 @pytest.mark.parametrize("precision", ["float32", "float64"])
 def test_third_factor_on_a_small_path_has_the_blocked_paths_bits(
-        precision: str, tmp_path: Path) -> None:
+        precision: str, a2_pack: int | None, tmp_path: Path) -> None:
     """``c (+)= sum_k a[i,k] * a2[i,k] * b[k,j]`` (the shape of attention's output projection
-    times its ones tensor): the small path multiplies a2 in as it reads A, the product the
-    blocked path packs, so both give the same bits (K past one block included)."""
+    times its ones tensor): the small path multiplies a2 into a copy of A first, the product
+    the blocked path packs, so both give the same bits (K past one block included); with
+    `a2_pack` (bytes of products at once, ``OCK_A2_PACK``) lowered, A goes in strips of
+    rows (of 1 to 3 rows here) with the same bits."""
     t, p = ("float", "f") if precision == "float32" else ("double", "d")
     dtype = _dtype(precision)
     libs = []
@@ -317,12 +320,13 @@ def test_third_factor_on_a_small_path_has_the_blocked_paths_bits(
             text = "\n".join(["#include <stdint.h>", *c_contraction_kernel.kernel_c(t, p)])
         finally:
             c_contraction_kernel.SMALL_BYTES = saved
-        src = tmp_path / f"k3_{p}_{int(small)}.c"
+        src = tmp_path / f"k3_{p}_{int(small)}_{a2_pack}.c"
         src.write_text(text + _DRIVER3.replace("run3_T", "run3").replace("T*", t + "*")
                        .replace("_P(", f"_{p}("))
         lib = src.with_suffix(".so")
+        pack = [f"-DOCK_A2_PACK={a2_pack}"] if a2_pack is not None else []
         subprocess.run(["gcc", "-O2", "-march=native", "-std=c11", "-ffp-contract=off",
-                        "-shared", "-fPIC", str(src), "-o", str(lib)], check=True)
+                        *pack, "-shared", "-fPIC", str(src), "-o", str(lib)], check=True)
         libs.append(ctypes.CDLL(str(lib)))
     ptr = ctypes.c_void_p
     for (m, k, n), a2_t in itertools.product(
