@@ -7,6 +7,7 @@ Output: Code for the compile pipeline (`tensor.pipeline`)."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import enum
 import inspect
 import itertools
@@ -92,6 +93,7 @@ def grad_disabled() -> bool:
     return _no_grad.get()
 
 
+@functools.lru_cache(maxsize=1 << 14)
 def _ident(label: str) -> str:
     s = re.sub(r"\W", "_", label)
     return s if s and not s[0].isdigit() else f"t_{s}"
