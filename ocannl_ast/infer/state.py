@@ -202,6 +202,16 @@ class SolverState:
             beg, dims = r.beg + cbeg, cdims + r.dims
         else:
             beg, dims = r.beg, r.dims
+            if var is not None or not beg:  # nothing moves: only variable dims may change
+                for d in beg:
+                    if type(d) is not Dim:
+                        break
+                else:
+                    for d in dims:
+                        if type(d) is not Dim:
+                            break
+                    else:
+                        return r  # every axis a known size (the common case after closing)
         if var is None:
             beg, dims = (), beg + dims
         # a known size stays itself (the common case: no call, and no new row when none moved)
