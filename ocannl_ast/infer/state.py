@@ -191,7 +191,9 @@ class SolverState:
         if var is not None and var.id in rows:
             # what `r.var` stands for, its chain of bound row variables followed; a chain
             # of several is stored back resolved (path compression, as `subst_dim` does)
-            v0, hops, cbeg, cdims = var, 0, (), ()
+            v0, hops = var, 0
+            cbeg: tuple[DimTerm, ...] = ()
+            cdims: tuple[DimTerm, ...] = ()
             while var is not None and var.id in rows:
                 inner = rows[var.id]
                 cbeg, var, cdims = cbeg + inner.beg, inner.var, inner.dims + cdims

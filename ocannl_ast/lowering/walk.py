@@ -84,7 +84,7 @@ def map_expr(e: Expr, rule: ExprRule) -> Expr:
     """
     match e:
         case Const() | Get() | GetLocal() | SymbolValue() | ThreefryUniform():
-            node = e
+            node: Expr = e
         case Unary(op=op, arg=a):
             a2 = map_expr(a, rule)
             node = e if a2 is a else Unary(op, a2)

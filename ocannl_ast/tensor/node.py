@@ -7,8 +7,8 @@ Output: Code for the compile pipeline (`tensor.pipeline`)."""
 from __future__ import annotations
 
 import contextlib
-import functools
 import enum
+import functools
 import inspect
 import itertools
 import re
