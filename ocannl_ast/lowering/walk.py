@@ -167,6 +167,14 @@ def local_names(e: Expr) -> set[str]:
 
 def subst_index(ix: IndexExpr, sub: Mapping[Symbol, IndexExpr]) -> IndexExpr:
     """`ix` with each symbol of `sub` replaced by its affine index (like terms merged)."""
+    if len(ix.terms) <= 1 and (not ix.terms or (ix.terms[0][1] not in sub
+                                                and ix.terms[0][0] != 0)):
+        return ix  # nothing to replace or merge (the common case: kept as it is)
+    if len(ix.terms) == 1:  # one symbol renamed or scaled (the other common case)
+        c, sym = ix.terms[0]
+        rep = sub.get(sym)
+        if rep is not None and len(rep.terms) == 1 and c * rep.terms[0][0] != 0:
+            return IndexExpr(((c * rep.terms[0][0], rep.terms[0][1]),), ix.offset + c * rep.offset)
     terms: dict[Symbol, int] = {}
     offset = ix.offset
     for c, s in ix.terms:
@@ -177,7 +185,7 @@ def subst_index(ix: IndexExpr, sub: Mapping[Symbol, IndexExpr]) -> IndexExpr:
         offset += c * rep.offset
         for c2, s2 in rep.terms:
             terms[s2] = terms.get(s2, 0) + c * c2
-    return IndexExpr(tuple((c, s) for s, c in terms.items() if c != 0), offset)
+    return IndexExpr(tuple([(c, s) for s, c in terms.items() if c != 0]), offset)
 
 
 def subst_expr(e: Expr, sub: Mapping[Symbol, IndexExpr]) -> Expr:
@@ -186,9 +194,14 @@ def subst_expr(e: Expr, sub: Mapping[Symbol, IndexExpr]) -> Expr:
     def rule(x: Expr) -> Expr | None:
         match x:
             case Get(buffer=b, index=index):
-                return Get(b, tuple(subst_index(ix, sub) for ix in index))
+                new = tuple([subst_index(ix, sub) for ix in index])
+                for a, z in zip(index, new, strict=True):
+                    if a is not z:
+                        return Get(b, new)
+                return None  # unchanged: the node is kept
             case ThreefryUniform(key=k, counter=c):
-                return ThreefryUniform(k, subst_index(c, sub))
+                c2 = subst_index(c, sub)
+                return None if c2 is c else ThreefryUniform(k, c2)
             case SymbolValue(symbol=s) if s in sub:
                 rep = sub[s]
                 if rep.offset != 0 or len(rep.terms) != 1 or rep.terms[0][0] != 1:
