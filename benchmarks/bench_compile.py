@@ -34,7 +34,7 @@ from common import Row, WorkerTimeout, print_table, run_worker
 FULL_DEPTHS = (2, 4, 8, 16, 32, 64)
 QUICK_DEPTHS = (2, 4)
 WIDTH, BATCH = 32, 32
-PY_TARGET_S, GCC_TARGET_S, GROWTH_TARGET = 1.0, 3.0, 1.2  # at 64 layers; exponent of L
+PY_TARGET_S, GCC_TARGET_S, GROWTH_TARGET = 0.5, 3.0, 1.2  # at 64 layers; exponent of L
 REPEATS = 3
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import linecache
 import os
 import sys
@@ -80,6 +81,7 @@ def frame_span(frame: types.FrameType) -> Span:
     return Span(code.co_filename, line, col, text)
 
 
+@functools.lru_cache(maxsize=1024)
 def _is_user(fname: str, skip_lib: bool) -> bool:
     absf = os.path.abspath(fname) if not fname.startswith("<") else fname
     return not (skip_lib and absf.startswith(_LIB_DIR)) and "importlib" not in fname

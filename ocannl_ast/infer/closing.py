@@ -39,7 +39,8 @@ def close(s: SolverState, shapes: list[ClosableShape]) -> None:
     """Close `shapes` in `s` (run inside `Solver.atomically`)."""
     for _ in range(10_000):
         s.run()
-        rows, dims = _unsolved(s, shapes)
+        # a shape with no variable left never gets one back: later rounds skip it
+        rows, dims, shapes = _unsolved(s, shapes)
         if not rows and not dims:
             return
         if not _close_step(s, rows, dims):
@@ -47,10 +48,14 @@ def close(s: SolverState, shapes: list[ClosableShape]) -> None:
     raise ShapeError("shape closing did not terminate")
 
 
-def _unsolved(s: SolverState, shapes: list[ClosableShape]) -> tuple[RowOccs, DimOccs]:
+def _unsolved(s: SolverState, shapes: list[ClosableShape]
+              ) -> tuple[RowOccs, DimOccs, list[ClosableShape]]:
+    """The unsolved row and dim variables with the shapes holding them, and those shapes."""
     rows: RowOccs = {}
     dims: DimOccs = {}
+    open_shapes: list[ClosableShape] = []
     for sh in shapes:
+        solved = True
         for kind_ix, r in enumerate(sh.raw_rows()):
             r = s.subst_row(r)
             if r.var is not None:
@@ -58,12 +63,17 @@ def _unsolved(s: SolverState, shapes: list[ClosableShape]) -> tuple[RowOccs, Dim
                     raise ShapeError(f"internal: shape '{sh.label}' belongs to another "
                                      "shape component")
                 rows.setdefault(r.var.id, []).append((sh, kind_ix))
+                solved = False
             keys: set[tuple[str, int]] = set()
             for d in r.beg + r.dims:
-                dim_vars(d, keys)
+                if type(d) is not Dim:
+                    dim_vars(d, keys)
             for _, i in keys:
                 dims.setdefault(i, []).append(sh)
-    return rows, dims
+            solved = solved and not keys
+        if not solved:
+            open_shapes.append(sh)
+    return rows, dims, open_shapes
 
 
 def _close_step(s: SolverState, rows: RowOccs, dims: DimOccs) -> bool:

@@ -65,6 +65,11 @@ def shape_constraints(logic: Logic, solver: Solver, result: Shape, operands: lis
     return out
 
 
+def _kind_name(k: Kind) -> str:
+    """`k.value` without the enum's descriptor (hot: every broadcast constraint's origin)."""
+    return "batch" if k is Kind.BATCH else "output" if k is Kind.OUTPUT else "input"
+
+
 def _relation_constraints(rel: Relation, solver: Solver, slots: list[Shape],
                           origin: Origin) -> list[Constraint]:
     """One row relation read as shape constraints (seed 002)."""
@@ -74,7 +79,8 @@ def _relation_constraints(rel: Relation, solver: Solver, slots: list[Shape],
 
     match rel:
         case RowBroadcast(cur=c, sub=s):
-            where = f"{slots[c.slot].label}.{c.kind.value} >= {slots[s.slot].label}.{s.kind.value}"
+            where = (f"{slots[c.slot].label}.{_kind_name(c.kind)} >= "
+                     f"{slots[s.slot].label}.{_kind_name(s.kind)}")
             return [RowIneq(row(c), row(s), origin.at(where))]
         case RowSame(a=a, b=b):
             return [RowEq(row(a), row(b), origin)]

@@ -16,6 +16,8 @@ from .terms import Dim, DimTerm, DimVar, Row
 if TYPE_CHECKING:
     from .state import SolverState
 
+_NONE = object()
+
 
 class Bounds:
     """The pending inequalities of a solver, indexed by the variable they bound from above.
@@ -31,6 +33,8 @@ class Bounds:
         #: dim vars bounded from below by something other than a size-1 axis
         self.lower_bounded: set[int] = set()
         self.one_bounded = one_bounded_ids(s)
+        self._lub_memo: dict[tuple[int, bool], int | None] = {}  #: `row_lub_len` answers
+        self._cuts = 0  #: walks `row_lub_len` cut at a row seen before (a cycle)
         #: dim var -> basis of the size-1 axes below it (None: they disagree)
         self.unit_basis: dict[int, str | None] = {}
         for var, lbl in s.unit_basis.values():
@@ -73,11 +77,18 @@ class Bounds:
         count: it is an axis broadcasting added above that row (a `0.0 * t` of a loss's
         mean), not one the leaf must fill. Counting it would give a parameter a phantom
         size-1 axis depending on which uses follow it (issue 21)."""
+        # memoized per (variable, beyond) where no cycle cut the walk above it (then the
+        # answer does not depend on `seen`: a seen row above would be such a cycle)
+        hit = self._lub_memo.get((v, beyond), _NONE)
+        if hit is not _NONE:
+            return hit  # type: ignore[return-value]
+        cuts = self._cuts
         best: int | None = None
         for cur, sub in self.rows_above.get(v, ()):
             if cur.var is None:
                 n = len(cur.dims)
             elif cur.var.id in seen or cur.var.id == v:
+                self._cuts += 1
                 continue
             else:
                 k = self._counted(cur) if beyond else cur.known_len
@@ -87,7 +98,10 @@ class Bounds:
                 n = k + (up or 0)
             n -= sub.known_len
             best = n if best is None else min(best, n)
-        return None if best is None else max(best, 0)
+        out = None if best is None else max(best, 0)
+        if self._cuts == cuts:
+            self._lub_memo[(v, beyond)] = out
+        return out
 
     def _counted(self, cur: Row) -> int:
         """Known axes of an open row, less the size-1 axes next to its row variable."""

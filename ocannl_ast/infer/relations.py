@@ -133,6 +133,9 @@ def _ge(cur: int, ck: Kind, sub: int, sk: Kind) -> RowBroadcast:
     return RowBroadcast(RowRef(cur, ck), RowRef(sub, sk))
 
 
+_POINTWISE: dict[int, tuple[Relation, ...]] = {}  #: operand count -> pointwise relations
+
+
 def row_relations(logic: Logic, n_operands: int) -> tuple[Relation, ...]:
     """The row relations of an operation with this logic and number of operands.
 
@@ -141,7 +144,11 @@ def row_relations(logic: Logic, n_operands: int) -> tuple[Relation, ...]:
     """
     match logic:
         case Pointwise():
-            return tuple(_ge(0, k, a, k) for a in range(1, n_operands + 1) for k in (_B, _O, _I))
+            got = _POINTWISE.get(n_operands)
+            if got is None:  # the same few tuples for every pointwise operation: built once
+                got = _POINTWISE[n_operands] = tuple(
+                    _ge(0, k, a, k) for a in range(1, n_operands + 1) for k in (_B, _O, _I))
+            return got
         case Compose():
             _arity(logic, n_operands, 2)
             return (_ge(0, _B, 1, _B), _ge(0, _B, 2, _B), _ge(0, _I, 2, _I), _ge(0, _O, 1, _O),

@@ -76,7 +76,7 @@ class Shape:
 
     def row(self, kind: Kind) -> Row:
         """The row of this kind as a term (for building constraints)."""
-        return self._rows[{Kind.BATCH: 0, Kind.OUTPUT: 1, Kind.INPUT: 2}[kind]]
+        return self._rows[0 if kind is Kind.BATCH else 1 if kind is Kind.OUTPUT else 2]
 
     def rows_now(self) -> tuple[Row, Row, Row]:
         return tuple(self.solver.subst_row(r) for r in self._rows)  # type: ignore[return-value]

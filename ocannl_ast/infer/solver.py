@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from .. import config
 from ..errors import ShapeError
 from . import closing, propagate
 from .constraints import Constraint, constraint_vars
@@ -40,7 +41,8 @@ class Solver(SolverState):
             self.find().add(constraints)
             return
         cs = list(constraints)
-        self._check_owned(cs)
+        if config.checking():  # an internal invariant (`join` first): verified in checking mode
+            self._check_owned(cs)
 
         def go() -> None:
             self.queue.extend(cs)

@@ -186,10 +186,34 @@ class SolverState:
     def subst_row(self, r: Row) -> Row:
         if self._parent is not None:
             return self.find().subst_row(r)
-        beg, var, dims, rows = r.beg, r.var, r.dims, self.rows
-        while var is not None and var.id in rows:
-            inner = rows[var.id]
-            beg, var, dims = beg + inner.beg, inner.var, inner.dims + dims
+        rows = self.rows
+        var = r.var
+        if var is not None and var.id in rows:
+            # what `r.var` stands for, its chain of bound row variables followed; a chain
+            # of several is stored back resolved (path compression, as `subst_dim` does)
+            v0, hops = var, 0
+            cbeg: tuple[DimTerm, ...] = ()
+            cdims: tuple[DimTerm, ...] = ()
+            while var is not None and var.id in rows:
+                inner = rows[var.id]
+                cbeg, var, cdims = cbeg + inner.beg, inner.var, inner.dims + cdims
+                hops += 1
+            if hops > 1:
+                self.put(rows, v0.id, Row((), None, cbeg + cdims) if var is None
+                         else Row(cbeg, var, cdims))
+            beg, dims = r.beg + cbeg, cdims + r.dims
+        else:
+            beg, dims = r.beg, r.dims
+            if var is not None or not beg:  # nothing moves: only variable dims may change
+                for d in beg:
+                    if type(d) is not Dim:
+                        break
+                else:
+                    for d in dims:
+                        if type(d) is not Dim:
+                            break
+                    else:
+                        return r  # every axis a known size (the common case after closing)
         if var is None:
             beg, dims = (), beg + dims
         # a known size stays itself (the common case: no call, and no new row when none moved)

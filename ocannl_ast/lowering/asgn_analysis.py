@@ -23,51 +23,56 @@ def read_write_sets(asgn: A.Asgn) -> tuple[set[int], set[int]]:
     """
     reads: set[int] = set()
     writes: set[int] = set()
-
-    def read(b: Buffer) -> None:
-        if storage_id(b) not in writes:
-            reads.add(storage_id(b))
-
-    def write(b: Buffer) -> None:
-        if b.view is not None:
-            read(b)
-        writes.add(storage_id(b))
-
-    def walk(a: A.Asgn) -> None:
-        match a:
-            case A.Accum(lhs=lhs, rhs=rhs, accum=acc, initialize_neutral=init):
-                for b in rhs:
-                    read(b)
-                if not init and acc != BinOp.ARG2:
-                    read(lhs)
-                write(lhs)
-            case A.Block(lhs=lhs, rhs=rhs, accum=acc, initialize_neutral=init):
-                for b in rhs:
-                    read(b)
-                if not init or acc != BinOp.ADD:
-                    read(lhs)  # a gap keeps the target's cells
-                write(lhs)
-            case A.RevSides(src=src, targets=targets):
-                read(src)
-                for b in targets:
-                    read(b)
-                for b in targets:
-                    write(b)
-            case A.Fetch(buffer=b):
-                write(b)
-            case A.VecSet(lhs=lhs, rhs=rhs):
-                read(rhs)
-                write(lhs)
-            case A.CheckStatic() | A.Noop():
-                pass
-            case A.Seq(items=items):
-                for x in items:
-                    walk(x)
-            case _:
-                assert_never(a)
-
-    walk(asgn)
+    _walk_rw(asgn, reads, writes)
     return reads, writes
+
+
+def _read(b: Buffer, reads: set[int], writes: set[int]) -> None:
+    sid = storage_id(b)
+    if sid not in writes:
+        reads.add(sid)
+
+
+def _write(b: Buffer, reads: set[int], writes: set[int]) -> None:
+    if b.view is not None:
+        _read(b, reads, writes)
+    writes.add(storage_id(b))
+
+
+def _walk_rw(a: A.Asgn, reads: set[int], writes: set[int]) -> None:
+    """`read_write_sets` of `a` added to `reads` and `writes` (module-level, so that no
+    recursive closure, a reference cycle, is made per call)."""
+    match a:
+        case A.Accum(lhs=lhs, rhs=rhs, accum=acc, initialize_neutral=init):
+            for b in rhs:
+                _read(b, reads, writes)
+            if not init and acc != BinOp.ARG2:
+                _read(lhs, reads, writes)
+            _write(lhs, reads, writes)
+        case A.Block(lhs=lhs, rhs=rhs, accum=acc, initialize_neutral=init):
+            for b in rhs:
+                _read(b, reads, writes)
+            if not init or acc != BinOp.ADD:
+                _read(lhs, reads, writes)  # a gap keeps the target's cells
+            _write(lhs, reads, writes)
+        case A.RevSides(src=src, targets=targets):
+            _read(src, reads, writes)
+            for b in targets:
+                _read(b, reads, writes)
+            for b in targets:
+                _write(b, reads, writes)
+        case A.Fetch(buffer=b):
+            _write(b, reads, writes)
+        case A.VecSet(lhs=lhs, rhs=r):
+            _read(r, reads, writes)
+            _write(lhs, reads, writes)
+        case A.CheckStatic() | A.Noop():
+            pass
+        case A.Seq(items=items):
+            for x in items:
+                _walk_rw(x, reads, writes)
+        case _:
+            assert_never(a)
 
 
 @dataclass(frozen=True, slots=True)

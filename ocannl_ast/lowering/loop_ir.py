@@ -76,6 +76,9 @@ class Symbol:
     id: int  #: unique within a program after renumbering
     name: str  #: readable stem, e.g. "i" or "batch"
 
+    def __hash__(self) -> int:  # equal symbols have equal ids: hash the id alone (hot)
+        return hash(self.id)
+
 
 @dataclass(frozen=True, slots=True)
 class Buffer:
@@ -93,6 +96,9 @@ class Buffer:
     #: how the cells are stored where that differs from the routine's precision (a tensor
     #: of its own precision: `oc.param(..., precision=)`, `oc.cast`); None: the routine's
     precision: Precision | None = None
+
+    def __hash__(self) -> int:  # equal buffers have equal ids: hash the id alone (hot)
+        return hash(self.id)
 
 
 @dataclass(frozen=True, slots=True)

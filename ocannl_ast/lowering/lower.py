@@ -6,7 +6,6 @@ Input: an `Asgn` tree. Output: a `LoopProgram` over every buffer it touches.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import math
 from collections.abc import Iterator
@@ -63,6 +62,7 @@ from .loop_ir import (
     ThreefryUniform,
     Unary,
     UnOp,
+    View,
 )
 from .loop_ir import Noop as LNoop
 from .loop_ir import Seq as LSeq
@@ -96,7 +96,9 @@ def _use(buf: Buffer, buffers: _Buffers) -> Buffer:
     view registers its parent (`lowering.views` resolves the view's accesses)."""
     if buf.view is not None:
         parent = _use(buf.view.parent, buffers)
-        return dataclasses.replace(buf, view=dataclasses.replace(buf.view, parent=parent))
+        v = buf.view  # direct constructors (a dataclass replace is slow on this hot path)
+        return Buffer(buf.id, buf.name, buf.dims, buf.uint4x32,
+                      View(parent, v.lead, v.shift, v.checks), buf.precision)
     known = buffers.get(buf.id)
     if known is None:
         name, k = buf.name, 1

@@ -82,9 +82,20 @@ def map_expr(e: Expr, rule: ExprRule) -> Expr:
 
     Example: ``map_expr(e, lambda x: Const(0.0) if isinstance(x, Get) else None)``.
     """
-    kids = expr_children(e)
-    new = tuple(map_expr(k, rule) for k in kids)
-    node = e if all(a is b for a, b in zip(kids, new, strict=True)) else _with_children(e, new)
+    match e:
+        case Const() | Get() | GetLocal() | SymbolValue() | ThreefryUniform():
+            node: Expr = e
+        case Unary(op=op, arg=a):
+            a2 = map_expr(a, rule)
+            node = e if a2 is a else Unary(op, a2)
+        case Binary(op=op, lhs=a, rhs=b):
+            a2, b2 = map_expr(a, rule), map_expr(b, rule)
+            node = e if a2 is a and b2 is b else Binary(op, a2, b2)
+        case Ternary(op=op, a=a, b=b, c=c):
+            a2, b2, c2 = map_expr(a, rule), map_expr(b, rule), map_expr(c, rule)
+            node = e if a2 is a and b2 is b and c2 is c else Ternary(op, a2, b2, c2)
+        case _:
+            assert_never(e)
     out = rule(node)
     return node if out is None else out
 
@@ -99,23 +110,71 @@ def fold_expr(e: Expr, rule: Callable[[Expr, list[T]], T]) -> T:
 
 def expr_nodes(e: Expr) -> Iterator[Expr]:
     """Every node of `e`, in pre-order."""
-    yield e
-    for k in expr_children(e):
-        yield from expr_nodes(k)
+    return iter(_expr_list(e, []))
+
+
+def _expr_list(e: Expr, out: list[Expr]) -> list[Expr]:
+    """`out` with every node of `e` appended, in pre-order (no generator per level)."""
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        out.append(x)
+        match x:
+            case Const() | Get() | GetLocal() | SymbolValue() | ThreefryUniform():
+                pass
+            case Unary(arg=a):
+                stack.append(a)
+            case Binary(lhs=a, rhs=b):
+                stack += (b, a)
+            case Ternary(a=a, b=b, c=c):
+                stack += (c, b, a)
+            case _:
+                assert_never(x)
+    return out
+
+
+def _expr_gets(e: Expr, out: list[Get]) -> None:
+    """Append the buffer reads of `e` to `out`, left to right."""
+    match e:
+        case Get():
+            out.append(e)
+        case Const() | GetLocal() | SymbolValue() | ThreefryUniform():
+            pass
+        case Unary(arg=a):
+            _expr_gets(a, out)
+        case Binary(lhs=a, rhs=b):
+            _expr_gets(a, out)
+            _expr_gets(b, out)
+        case Ternary(a=a, b=b, c=c):
+            _expr_gets(a, out)
+            _expr_gets(b, out)
+            _expr_gets(c, out)
+        case _:
+            assert_never(e)
 
 
 def gets(e: Expr) -> Iterator[Get]:
     """The buffer reads of `e`, left to right."""
-    return (x for x in expr_nodes(e) if isinstance(x, Get))
+    out: list[Get] = []
+    _expr_gets(e, out)
+    return iter(out)
 
 
 def local_names(e: Expr) -> set[str]:
     """The scalar locals `e` reads."""
-    return {x.name for x in expr_nodes(e) if isinstance(x, GetLocal)}
+    return {x.name for x in _expr_list(e, []) if isinstance(x, GetLocal)}
 
 
 def subst_index(ix: IndexExpr, sub: Mapping[Symbol, IndexExpr]) -> IndexExpr:
     """`ix` with each symbol of `sub` replaced by its affine index (like terms merged)."""
+    if len(ix.terms) <= 1 and (not ix.terms or (ix.terms[0][1] not in sub
+                                                and ix.terms[0][0] != 0)):
+        return ix  # nothing to replace or merge (the common case: kept as it is)
+    if len(ix.terms) == 1:  # one symbol renamed or scaled (the other common case)
+        c, sym = ix.terms[0]
+        rep = sub.get(sym)
+        if rep is not None and len(rep.terms) == 1 and c * rep.terms[0][0] != 0:
+            return IndexExpr(((c * rep.terms[0][0], rep.terms[0][1]),), ix.offset + c * rep.offset)
     terms: dict[Symbol, int] = {}
     offset = ix.offset
     for c, s in ix.terms:
@@ -126,7 +185,7 @@ def subst_index(ix: IndexExpr, sub: Mapping[Symbol, IndexExpr]) -> IndexExpr:
         offset += c * rep.offset
         for c2, s2 in rep.terms:
             terms[s2] = terms.get(s2, 0) + c * c2
-    return IndexExpr(tuple((c, s) for s, c in terms.items() if c != 0), offset)
+    return IndexExpr(tuple([(c, s) for s, c in terms.items() if c != 0]), offset)
 
 
 def subst_expr(e: Expr, sub: Mapping[Symbol, IndexExpr]) -> Expr:
@@ -135,9 +194,14 @@ def subst_expr(e: Expr, sub: Mapping[Symbol, IndexExpr]) -> Expr:
     def rule(x: Expr) -> Expr | None:
         match x:
             case Get(buffer=b, index=index):
-                return Get(b, tuple(subst_index(ix, sub) for ix in index))
+                new = tuple([subst_index(ix, sub) for ix in index])
+                for a, z in zip(index, new, strict=True):
+                    if a is not z:
+                        return Get(b, new)
+                return None  # unchanged: the node is kept
             case ThreefryUniform(key=k, counter=c):
-                return ThreefryUniform(k, subst_index(c, sub))
+                c2 = subst_index(c, sub)
+                return None if c2 is c else ThreefryUniform(k, c2)
             case SymbolValue(symbol=s) if s in sub:
                 rep = sub[s]
                 if rep.offset != 0 or len(rep.terms) != 1 or rep.terms[0][0] != 1:
@@ -179,13 +243,13 @@ def own_exprs(s: Stmt) -> tuple[Expr, ...]:
 def _map_own(s: Stmt, f: Callable[[Expr], Expr]) -> Stmt:
     match s:
         case SetCell(buffer=b, index=ix, value=v):
-            return s if f(v) is v else SetCell(b, ix, f(v))
+            return s if (v2 := f(v)) is v else SetCell(b, ix, v2)
         case DeclLocal(name=n, init=v):
-            return s if f(v) is v else DeclLocal(n, f(v))
+            return s if (v2 := f(v)) is v else DeclLocal(n, v2)
         case SetLocal(name=n, value=v):
-            return s if f(v) is v else SetLocal(n, f(v))
+            return s if (v2 := f(v)) is v else SetLocal(n, v2)
         case SetFromVec(buffer=b, vector=vec, op=op, value=v, length=n):
-            return s if f(v) is v else SetFromVec(b, vec, op, f(v), n)
+            return s if (v2 := f(v)) is v else SetFromVec(b, vec, op, v2, n)
         case Noop() | Comment() | Seq() | ForLoop() | Fill() | CheckIndex():
             return s
         case _:
@@ -198,14 +262,23 @@ def map_stmt(s: Stmt, expr: ExprRule | None = None, stmt: StmtRule | None = None
     None. Unchanged nodes are kept. Example: ``map_stmt(s, expr=fold_rule)``."""
     match s:
         case Seq(stmts=stmts):
-            new = tuple(map_stmt(x, expr, stmt) for x in stmts)
-            node: Stmt = s if all(a is b for a, b in zip(stmts, new, strict=True)) else Seq(new)
+            new = [map_stmt(x, expr, stmt) for x in stmts]
+            changed = False
+            for a, b in zip(stmts, new, strict=True):
+                if a is not b:
+                    changed = True
+                    break
+            node: Stmt = Seq(tuple(new)) if changed else s
         case ForLoop(symbol=sym, extent=n, body=body, threads=th):
             inner = map_stmt(body, expr, stmt)
             node = s if inner is body else ForLoop(sym, n, inner, th)
         case (Noop() | Comment() | SetCell() | DeclLocal() | SetLocal() | Fill() | CheckIndex()
               | SetFromVec()):
-            node = s if expr is None else _map_own(s, lambda e: map_expr(e, expr))
+            if expr is None:
+                node = s
+            else:
+                rule = expr
+                node = _map_own(s, lambda e: map_expr(e, rule))
         case _:
             assert_never(s)
     out = None if stmt is None else stmt(node)
@@ -216,31 +289,79 @@ def walk_stmts(s: Stmt, ctx: C, enter: Callable[[Stmt, C], C]) -> Iterator[tuple
     """Every statement in pre-order with the context it is in; ``enter(stmt, ctx)`` gives
     the context of its children (read after the consumer has seen `stmt`, which may update
     a mutable `ctx` for the siblings after it). Example: ``walk_stmts(body, 0, depth)``."""
-    yield s, ctx
-    kids = stmt_children(s)
-    if kids:
-        inner = enter(s, ctx)
-        for k in kids:
-            yield from walk_stmts(k, inner, enter)
+    stack: list[tuple[Stmt, C]] = [(s, ctx)]
+    while stack:
+        x, c = stack.pop()
+        yield x, c
+        kids = stmt_children(x)
+        if kids:
+            inner = enter(x, c)
+            stack += [(k, inner) for k in reversed(kids)]
+
+
+def _stmt_list(s: Stmt, out: list[Stmt]) -> list[Stmt]:
+    """`out` with every statement of `s` appended, in pre-order."""
+    stack = [s]
+    while stack:
+        x = stack.pop()
+        out.append(x)
+        match x:
+            case Seq(stmts=stmts):
+                stack += stmts[::-1]
+            case ForLoop(body=body):
+                stack.append(body)
+            case (Noop() | Comment() | SetCell() | DeclLocal() | SetLocal() | Fill()
+                  | CheckIndex() | SetFromVec()):
+                pass
+            case _:
+                assert_never(x)
+    return out
 
 
 def stmt_nodes(s: Stmt) -> Iterator[Stmt]:
     """Every statement of `s`, in pre-order."""
-    return (x for x, _ in walk_stmts(s, None, lambda _s, c: c))
+    return iter(_stmt_list(s, []))
 
 
-def _enter_loop(s: Stmt, loops: tuple[Loop, ...]) -> tuple[Loop, ...]:
-    return (*loops, (s.symbol, s.extent)) if isinstance(s, ForLoop) else loops
+def _scoped_list(s: Stmt) -> list[tuple[Stmt, tuple[Loop, ...]]]:
+    out: list[tuple[Stmt, tuple[Loop, ...]]] = []
+    stack: list[tuple[Stmt, tuple[Loop, ...]]] = [(s, ())]
+    while stack:
+        x, loops = stack.pop()
+        out.append((x, loops))
+        match x:
+            case Seq(stmts=stmts):
+                stack += [(k, loops) for k in reversed(stmts)]
+            case ForLoop(symbol=sym, extent=n, body=body):
+                stack.append((body, (*loops, (sym, n))))
+            case (Noop() | Comment() | SetCell() | DeclLocal() | SetLocal() | Fill()
+                  | CheckIndex() | SetFromVec()):
+                pass
+            case _:
+                assert_never(x)
+    return out
 
 
 def scoped(s: Stmt) -> Iterator[tuple[Stmt, tuple[Loop, ...]]]:
     """Every statement of `s` in pre-order, with the loops enclosing it (outermost first)."""
-    return walk_stmts(s, (), _enter_loop)
+    return iter(_scoped_list(s))
+
+
+def _stmt_gets(s: Stmt, out: list[Get]) -> list[Get]:
+    for x in _stmt_list(s, []):
+        match x:
+            case SetCell(value=v) | DeclLocal(init=v) | SetLocal(value=v) | SetFromVec(value=v):
+                _expr_gets(v, out)
+            case Noop() | Comment() | Seq() | ForLoop() | Fill() | CheckIndex():
+                pass
+            case _:
+                assert_never(x)
+    return out
 
 
 def stmt_gets(s: Stmt) -> Iterator[Get]:
     """Every buffer read in `s` and its nested statements, in program order."""
-    return (g for x in stmt_nodes(s) for e in own_exprs(x) for g in gets(e))
+    return iter(_stmt_gets(s, []))
 
 
 def own_symbols(s: Stmt) -> Iterator[Symbol]:
@@ -255,7 +376,7 @@ def own_symbols(s: Stmt) -> Iterator[Symbol]:
         case _:
             assert_never(s)
     for e in own_exprs(s):
-        for x in expr_nodes(e):
+        for x in _expr_list(e, []):
             match x:
                 case Get(index=index):
                     indices += index
@@ -272,8 +393,23 @@ def own_symbols(s: Stmt) -> Iterator[Symbol]:
 
 def free_symbols(s: Stmt) -> set[Symbol]:
     """Symbols used but not bound by an enclosing loop: the routine's static arguments."""
-    return {sym for x, loops in scoped(s) for sym in own_symbols(x)
-            if sym not in {b for b, _ in loops}}
+    out: set[Symbol] = set()
+    _free(s, frozenset(), out)
+    return out
+
+
+def _free(s: Stmt, bound: frozenset[Symbol], out: set[Symbol]) -> None:
+    match s:
+        case Seq(stmts=stmts):
+            for x in stmts:
+                _free(x, bound, out)
+        case ForLoop(symbol=sym, body=body):
+            _free(body, bound | {sym}, out)
+        case (Noop() | Comment() | SetCell() | DeclLocal() | SetLocal() | Fill() | CheckIndex()
+              | SetFromVec()):
+            out.update(x for x in own_symbols(s) if x not in bound)
+        case _:
+            assert_never(s)
 
 
 def work(s: Stmt) -> int:
@@ -301,12 +437,13 @@ def visits(s: Stmt, bid: int) -> int:
 
 def reads(s: Stmt) -> frozenset[Buffer]:
     """The buffers `s` reads."""
-    return frozenset(g.buffer for g in stmt_gets(s))
+    return frozenset([g.buffer for g in _stmt_gets(s, [])])
 
 
 def writes(s: Stmt) -> frozenset[Buffer]:
     """The buffers `s` writes."""
-    return frozenset(x.buffer for x in stmt_nodes(s) if isinstance(x, SetCell | Fill | SetFromVec))
+    return frozenset([x.buffer for x in _stmt_list(s, [])
+                      if isinstance(x, SetCell | Fill | SetFromVec)])
 
 
 class Accesses:

@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ArgumentError
+from ..lowering.gc_pause import gc_paused
 from ..naming import state_code
 from ..rewrite import make_decorator
 from . import validate
@@ -61,8 +62,9 @@ def adam_update(loss: Tensor, *, learning_rate: Any = 1e-3,
     check_max_grad_norm("adam_update", max_grad_norm)
     params = trainable(loss)
     clip = Code() if max_grad_norm is None else clip_grad_norm(params, max_grad_norm)
-    updates = concat(state_code(p, adam_one, p, learning_rate, beta1, beta2, eps, weight_decay)
-                     for p in params)
+    with gc_paused():  # thousands of small objects that all survive: collect once after
+        updates = concat(state_code(p, adam_one, p, learning_rate, beta1, beta2, eps, weight_decay)
+                         for p in params)
     return (rate_code(learning_rate) + clip + updates
             + advance(counters_of(loss, learning_rate)))
 

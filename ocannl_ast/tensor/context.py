@@ -110,6 +110,9 @@ class Context:
         self.routines: list[Routine] = []  #: the routines compiled here (for recompiling)
         #: routine name -> its buffers' lifetimes by its assignments (`memory_report`)
         self.lifetimes: dict[str, Lifetimes] = {}
+        #: routine name -> its assignments, whose lifetimes `memory_report` derives first
+        #: (most contexts never ask: deriving them at each compile cost a deep step ~10 ms)
+        self._unmeasured: dict[str, A.Asgn] = {}
         #: buffer id -> padding margins of every buffer laid out here (() unpadded): the
         #: pipeline decides them at a buffer's first compilation, they stay fixed after
         self.layout: dict[int, Margins] = {}
@@ -353,13 +356,17 @@ class Context:
                                 fusion_limit=self.backend.fusion_limit,
                                 layout=self.layout, projections=self.projections)
         out = pipeline.run(code, opts)
-        self.lifetimes[out.prog.name] = lifetimes(out.asgn)
+        self.lifetimes.pop(out.prog.name, None)
+        self._unmeasured[out.prog.name] = out.asgn
         return out
 
     def memory_report(self) -> MemoryReport:
         """The bytes this context's buffers hold, against what an allocator by liveness
         needs (`tensor.memory`). Example: ``print(ctx.memory_report())``."""
         with self.lock:
+            for name, asgn in self._unmeasured.items():
+                self.lifetimes[name] = lifetimes(asgn)
+            self._unmeasured.clear()
             return memory.report(self.arrays, self.escaping | self.user_set,
                                  self._held_buffers(), self.lifetimes,
                                  {r.name for r in self.routines},

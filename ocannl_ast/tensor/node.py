@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import functools
 import inspect
 import itertools
 import re
@@ -92,6 +93,7 @@ def grad_disabled() -> bool:
     return _no_grad.get()
 
 
+@functools.lru_cache(maxsize=1 << 14)
 def _ident(label: str) -> str:
     s = re.sub(r"\W", "_", label)
     return s if s and not s[0].isdigit() else f"t_{s}"
@@ -449,6 +451,7 @@ _ASN_PARAMS: dict[Callable[..., Any], tuple[str, ...]] = {}
 _SLOT_NAME = re.compile(r"(t|v|g|lhs|rhs)([1-9][0-9]*)?")
 
 
+@functools.lru_cache(maxsize=256)
 def slot_of_name(name: str) -> tuple[int, NodeKind] | None:
     """The slot and node kind an op_asn / grad_asn parameter names: `t v lhs` / `g` are
     the result's value / grad, `tK vK rhsK` / `gK` operand K's (any K >= 1)."""

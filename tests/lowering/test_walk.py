@@ -101,3 +101,50 @@ def test_lowered_decisions_come_from_the_passes() -> None:
     names = {b.id: b.name for b in out.trace[4][1].buffers}  # the lowered program's
     assert {names[i] for i in out.folded} == {"two"}
     assert out.virtual and not any(b.id in out.virtual | out.folded for b in out.prog.buffers)
+
+
+def test_walk_stmts_pre_order_with_context_updated_by_the_consumer() -> None:
+    """Pre-order; a child's context is made after the consumer saw its parent, and a
+    mutable context updated at one statement is seen by the siblings after it."""
+    from ocannl_ast.lowering.walk import gets, stmt_gets, stmt_nodes, walk_stmts
+
+    nest = _row_sum()
+    seen: list[tuple[str, int]] = []
+
+    def enter(s: object, ctx: list[str]) -> list[str]:
+        return [*ctx, type(s).__name__]  # a fresh list per nested statement
+
+    for s, ctx in walk_stmts(nest, [], enter):
+        seen.append((type(s).__name__, len(ctx)))
+        if isinstance(s, DeclLocal):
+            ctx.append("declared")  # visible to the siblings after it, not before
+    assert seen == [("ForLoop", 0), ("Seq", 1), ("DeclLocal", 2), ("ForLoop", 3),
+                    ("SetLocal", 4), ("SetCell", 3)]
+    assert [type(s).__name__ for s in stmt_nodes(nest)] == [n for n, _ in seen]
+    two = Binary(BinOp.ADD, Get(A, (index_of(I), index_of(K))), Get(B, (index_of(K),)))
+    assert [g.buffer for g in gets(two)] == [A, B]
+    assert [g.buffer for g in stmt_gets(Seq((SetCell(OUT, (index_of(I),), two),
+                                             SetLocal("x", Get(OUT, (index_of(I),))))))] \
+        == [A, B, OUT]
+
+
+def test_subst_index_merges_like_terms_and_keeps_what_does_not_change() -> None:
+    from ocannl_ast.lowering.walk import subst_index
+
+    ix = IndexExpr(((3, I),), 2)
+    assert subst_index(ix, {K: index_of(I)}) is ix  # nothing to replace: kept
+    assert subst_index(ix, {I: IndexExpr(((2, K),), 1)}) == IndexExpr(((6, K),), 5)
+    assert subst_index(ix, {I: IndexExpr((), 4)}) == IndexExpr((), 14)
+    both = IndexExpr(((1, I), (1, K)), 0)
+    assert subst_index(both, {K: index_of(I)}) == IndexExpr(((2, I),), 0)
+    assert subst_index(both, {K: IndexExpr(((-1, I),), 0)}) == IndexExpr((), 0)
+    read = Get(B, (index_of(K),))
+    assert subst_expr(read, {I: index_of(S)}) is read  # an unchanged read is the same node
+    assert subst_expr(read, {K: index_of(S)}) == Get(B, (index_of(S),))
+
+
+def test_free_symbols_respects_loop_scope() -> None:
+    inner = ForLoop(I, 4, SetCell(OUT, (index_of(I),), Get(B, (index_of(K),))))
+    assert free_symbols(inner) == {K}
+    assert free_symbols(ForLoop(K, 3, inner)) == set()
+    assert free_symbols(Seq((ForLoop(K, 3, Noop()), inner))) == {K}
