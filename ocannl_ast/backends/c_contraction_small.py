@@ -155,9 +155,9 @@ static void ocannl_mm_times_a2_SFX(const ocannl_mm_shape_SFX* s, const OCK_T* a,
    when out of memory), then strips of OCK_MR, OCK_MR / 2 and single rows. B is read in place
    (no packing) when its rows are contiguous, N is whole vectors and it is within
    OCK_SMALL_DIRECT bytes (the loads are the same values, so the same bits). Packed panels:
-   the transformer's 512 x 256 x 64 products ~15% faster than B's rows read in place. K runs in blocks of OCK_KC as in the blocked path (each block
-   summed from 0 in registers, then stored or added to C), so the bits are the blocked path's
-   at every K. */
+   the transformer's 512 x 256 x 64 products ~15% faster than B's rows read in place. K runs
+   in blocks of OCK_KC as in the blocked path (each block summed from 0 in registers, then
+   stored or added to C), so the bits are the blocked path's at every K. */
 __attribute__((noinline))
 static int ocannl_mm_small_SFX(const ocannl_mm_shape_SFX* s, const OCK_T* a, const OCK_T* b,
                                OCK_T* c, int accumulate) {
