@@ -151,6 +151,26 @@ static void ocannl_mm_times_a2_SFX(const ocannl_mm_shape_SFX* s, const OCK_T* a,
   }
 }
 
+/* B's columns j0..j0+w (w <= 2VL) into a K x 2VL panel (zero-padded): as the blocked path
+   packs it, or, when B's K offsets are consecutive and its N ones are not (a transposed B,
+   e.g. attention's keys in q k^T), column by column, each a contiguous run of B. */
+static void ocannl_mm_panel_b_SFX(const ocannl_mm_shape_SFX* s, const OCK_T* restrict b,
+                                  OCK_T* restrict dst, int64_t j0, int64_t w) {
+  const int64_t nr = 2 * OCK_SVL, kk = s->k;
+  int runs = !s->b2 && !s->bn_unit;
+  for (int64_t k = 1; k < kk && runs; ++k) runs = s->bk[k] == s->bk[0] + k;
+  if (!runs) {
+    ocannl_mm_pack_b_SFX(s, b, dst, j0, w, 0, kk, nr);
+    return;
+  }
+  for (int64_t q = 0; q < w; ++q) {
+    const OCK_T* restrict col = b + s->bn[j0 + q] + s->bk[0];
+    for (int64_t k = 0; k < kk; ++k) dst[k * nr + q] = col[k];
+  }
+  for (int64_t k = 0; k < kk; ++k)
+    for (int64_t q = w; q < nr; ++q) dst[k * nr + q] = 0;
+}
+
 /* The small path: B's K x 2VL panels on the stack (heap beyond OCK_SMALL_STACK bytes; nonzero
    when out of memory), then strips of OCK_MR, OCK_MR / 2 and single rows. B is read in place
    (no packing) when its rows are contiguous, N is whole vectors and it is within
@@ -201,8 +221,7 @@ static int ocannl_mm_small_SFX(const ocannl_mm_shape_SFX* s, const OCK_T* a, con
   const OCK_T* bsrc = direct ? b + s->bn[0] : bp;
   if (!direct)
     for (int64_t j0 = 0; j0 < s->n; j0 += nr)
-      ocannl_mm_pack_b_SFX(s, b, bp + j0 / nr * ldp, j0, s->n - j0 < nr ? s->n - j0 : nr, 0,
-                           s->k, nr);
+      ocannl_mm_panel_b_SFX(s, b, bp + j0 / nr * ldp, j0, s->n - j0 < nr ? s->n - j0 : nr);
   for (int64_t p0 = 0; p0 < s->k; p0 += OCK_KC) {
     ocannl_mm_shape_SFX sk = *s;
     sk.k = s->k - p0 < OCK_KC ? s->k - p0 : OCK_KC;
