@@ -97,8 +97,8 @@ static inline void ocannl_mm_strip_SFX(const ocannl_mm_shape_SFX* s, const OCK_T
                         i0, rows, j0, 1, two);
 }
 
-/* Every strip of rows (OCK_MR, OCK_MR / 2, then single rows) of one K block; `two`: A has
-   a third factor (a constant in each inlined copy). */
+/* Every strip of rows (OCK_MR, OCK_MR / 2, a pair, then single rows) of one K block; `two`:
+   A has a third factor (a constant in each inlined copy). */
 __attribute__((always_inline))
 static inline void ocannl_mm_rows_SFX(const ocannl_mm_shape_SFX* sk, const OCK_T* a,
                                       const OCK_T* bsrc, const int64_t* restrict brow,
@@ -108,6 +108,10 @@ static inline void ocannl_mm_rows_SFX(const ocannl_mm_shape_SFX* sk, const OCK_T
     ocannl_mm_strip_SFX(sk, a, bsrc, brow, np, ldp, c, add, i0, OCK_MR, two);
   for (; sk->m - i0 >= OCK_MR / 2; i0 += OCK_MR / 2)
     ocannl_mm_strip_SFX(sk, a, bsrc, brow, np, ldp, c, add, i0, OCK_MR / 2, two);
+  if (OCK_MR / 2 > 2 && sk->m - i0 >= 2) {
+    ocannl_mm_strip_SFX(sk, a, bsrc, brow, np, ldp, c, add, i0, 2, two);
+    i0 += 2;
+  }
   for (; i0 < sk->m; ++i0) ocannl_mm_strip_SFX(sk, a, bsrc, brow, np, ldp, c, add, i0, 1, two);
 }
 
