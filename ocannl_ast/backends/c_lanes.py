@@ -10,7 +10,10 @@ fold is one latency chain that stays scalar):
       acc = acc op (((L0 op L1) op (L2 op L3)) op ((L4 op L5) op (L6 op L7))); }
 
 Taken: a sum, max or min of at least `MIN_EXTENT` terms whose reads all step by 0 or 1
-element along the loop (`takes`): a row of a softmax, a layer norm, a cross-entropy.
+element along the loop (`takes`): a row of a softmax, a layer norm, a cross-entropy; and a
+subtraction ``acc = acc - t(k)`` (the ``=-`` of a gradient: layer norm's and softmax's
+backward rows), each lane then taking ``L[l] = L[l] - t`` from -0.0 (``-0.0 - t`` is ``-t``
+exactly) and the lanes added to ``acc`` by the tree of sums: ``acc + (L0 + ...)``.
 
 Stage: rendering (hooked into `c_renderer.CRenderer.for_loop`, after the contraction
 kernels and the reduction reordering, which refuses every nest whose innermost loop this
@@ -56,7 +59,10 @@ LANES = 8
 MIN_EXTENT = MAX_UNROLL + 1
 #: The reductions taken and the neutral element each lane starts from (-0.0 for a sum:
 #: ``-0.0 + x`` is ``x`` for every x, -0.0 included).
-NEUTRAL = {BinOp.ADD: -0.0, BinOp.MAX: -math.inf, BinOp.MIN: math.inf}
+NEUTRAL = {BinOp.ADD: -0.0, BinOp.SUB: -0.0, BinOp.MAX: -math.inf, BinOp.MIN: math.inf}
+#: How the lanes are combined, and into ``acc``: a subtraction's lanes hold negated partial
+#: sums, added (``acc - t0 - t1 ...`` becomes ``acc + ((-t0 - ...) + ...)``).
+COMBINE = {BinOp.SUB: BinOp.ADD}
 
 
 class Renderer(Protocol):
@@ -148,8 +154,9 @@ def render(r: Renderer, loop: ForLoop, depth: int, out: list[str]) -> bool:
                 f"{pad}    const {idx} {k} = {LANES * blocks} + {lane};",
                 f"{pad}    {step}", f"{pad}  }}"]
     acc = r.local(body.name)
-    whole = _tree(r, op, [f"{lanes}[{i}]" for i in range(LANES)])
-    out += [f"{pad}  {acc} = {r.op(op, acc, whole)};", pad + "}"]
+    comb = COMBINE.get(op, op)
+    whole = _tree(r, comb, [f"{lanes}[{i}]" for i in range(LANES)])
+    out += [f"{pad}  {acc} = {r.op(comb, acc, whole)};", pad + "}"]
     return True
 
 

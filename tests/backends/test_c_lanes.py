@@ -174,3 +174,20 @@ def test_gradients_through_laned_rows() -> None:
                            [rng.normal(size=24)])
     oc.testing.check_grads(lambda x: oc.einsum("o; o=>", oc.nn.layer_norm()(x), w),
                            [rng.normal(size=24)])
+
+
+@pytest.mark.parametrize("program", [softmax_step, layer_norm_step])
+def test_gradient_subtractions_are_laned(program: Callable[[], Outputs],
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The backprop's ``=-`` row sums (softmax's and layer norm's) run in lanes too: each lane
+    subtracts its terms from -0.0 and the lanes are added to the accumulator; the values are
+    the in-order fold's (``OCANNL_AST_LANES=0``) within rounding."""
+    laned, src = program()
+    subtracting = [ln for ln in src.splitlines()
+                   if "ocannl_lane" in ln and "] - " in ln and "] = ocannl_lane" in ln]
+    assert subtracting, "no laned subtraction in the rendered gradient"
+    monkeypatch.setenv("OCANNL_AST_LANES", "0")
+    in_order, src0 = program()
+    assert LANED not in src0
+    for a, b in zip(laned, in_order, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
