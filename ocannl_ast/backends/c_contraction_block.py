@@ -66,6 +66,17 @@ static void ocannl_mm_pack_a_SFX(const ocannl_mm_shape_SFX* s, const OCK_T* rest
   }
 }
 
+/* dst[0..NR) = src[0..NR) by two vector moves (memcpy of 64 bytes became four 16-byte
+   moves under -mtune=znver*). */
+__attribute__((always_inline))
+static inline void ocannl_mm_copy_nr_SFX(OCK_T* restrict dst, const OCK_T* restrict src) {
+  ocannl_mm_v_SFX v0, v1;
+  memcpy(&v0, src, sizeof v0);
+  memcpy(&v1, src + OCK_VL_SFX, sizeof v1);
+  memcpy(dst, &v0, sizeof v0);
+  memcpy(dst + OCK_VL_SFX, &v1, sizeof v1);
+}
+
 /* Rows p0..p0+kc of B, columns j0..j0+nr, into dst (row stride ld, zero-padded to ld). */
 static void ocannl_mm_pack_b_SFX(const ocannl_mm_shape_SFX* s, const OCK_T* restrict b,
                                  OCK_T* restrict dst, int64_t j0, int64_t nr, int64_t p0,
@@ -77,7 +88,7 @@ static void ocannl_mm_pack_b_SFX(const ocannl_mm_shape_SFX* s, const OCK_T* rest
       const OCK_T* row2 = s->b2 + s->b2k[p0 + k];
       for (int64_t q = 0; q < nr; ++q) d[q] = row[s->bn[j0 + q]] * row2[s->b2n[j0 + q]];
     } else if (s->bn_unit && nr == OCK_NR_SFX) {
-      memcpy(d, row + s->bn[j0], sizeof(OCK_T) * OCK_NR_SFX); /* constant size: inlined */
+      ocannl_mm_copy_nr_SFX(d, row + s->bn[j0]);
     } else if (s->bn_unit) {
       memcpy(d, row + s->bn[j0], sizeof(OCK_T) * (size_t)nr);
     } else {
@@ -105,7 +116,7 @@ static void ocannl_mm_pack_bp_SFX(const ocannl_mm_shape_SFX* s, const OCK_T* res
     const OCK_T* restrict row = b + s->bk[p0 + k] + s->bn[j0];
     OCK_T* restrict d = bp + k * OCK_NR_SFX;
     for (int64_t jp = 0; jp < whole; jp += OCK_NR_SFX)
-      memcpy(d + jp * kc, row + jp, sizeof(OCK_T) * OCK_NR_SFX);
+      ocannl_mm_copy_nr_SFX(d + jp * kc, row + jp);
     if (whole < nc) {
       OCK_T* restrict e = d + whole * kc;
       for (int64_t q = 0; q < OCK_NR_SFX; ++q) e[q] = whole + q < nc ? row[whole + q] : 0;
