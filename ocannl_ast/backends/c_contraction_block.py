@@ -23,6 +23,8 @@ from __future__ import annotations
 
 BLOCK_PATH = r"""
 /* ---- blocked path (c_contraction_block.py) ---- */
+/* The blocked path's largest workspace (elements): B's block, A's block, alignment. */
+#define OCK_WS_MAX_SFX ((OCK_NC_SFX + OCK_NR_SFX) * OCK_KC + (OCK_MC + OCK_MR) * OCK_KC + 64)
 static _Thread_local OCK_T* ocannl_mm_ws_SFX; /* this thread's packing workspace */
 static _Thread_local int64_t ocannl_mm_ws_cap_SFX; /* its size in elements */
 

@@ -5,19 +5,21 @@ Stage: backend. `kernel_c(T, p)` returns the definitions a routine using
 ("f"/"d"). The kernel computes ``c[cm[i] + cn[j]] (= or +=) sum_k a[am[i] + ak[k]] *
 b[bk[k] + bn[j]]`` where the six offset tables are mixed-radix offsets of the loop symbols
 grouped into M, N and K, so any strides, axis orders, transposes and im2col-style
-(convolution) windows go through the same packing. Blocking: panels of B (KC x NC) and of A
-(MC x KC) are packed into aligned local buffers, zero-padded to whole micro-tiles; the
-micro-kernel keeps an MR x NR tile in vector registers (GCC vector extensions; the width
-follows ``__AVX512F__`` / ``__AVX__``). All multiply-adds are explicit (`ocannl_mm_fma`: the
+(convolution) windows go through the same packing. Blocking (`c_contraction_block`): B's
+KC x NC blocks are packed row by row into micro-panels of NR columns and A's MC x KC blocks
+into micro-panels of MR rows, in one 64-byte aligned workspace per thread kept between calls;
+the micro-kernel keeps an MR x NR tile in vector registers (GCC vector extensions; the width
+follows ``__AVX512F__`` / ``__AVX__``) and writes whole tiles straight to C. All
+multiply-adds are explicit (`ocannl_mm_fma`: the
 x86 FMA builtin of that width under ``__FMA__`` / ``__AVX512F__``, else a product then a
 sum under the global -ffp-contract=off), never left to gcc's FMA contraction, which depends
 on the tuning: ``-mtune=znver*`` (``--param avoid-fma-max-bits=256``) keeps a loop-carried
 ``acc += x * b`` chain as a multiply and an add in some loops and fuses it in others, so the
 small and blocked paths gave different bits on AMD CPUs with -march=native.
 Problems on one thread whose B panel (K x N) is within OCK_SMALL_BYTES (OCK_SMALL_DEEP
-when K spans several blocks) take the "small" path: B packed once (on the stack up to
-OCK_SMALL_STACK bytes: no heap allocation for small problems), or read in place when its
-rows are contiguous and N is whole vectors, A read in place through its offset tables (a
+when K spans several blocks) take the "small" path: B packed once into micro-panels (on the stack up to
+OCK_SMALL_STACK bytes, else in the thread's workspace), or read in place when its rows are
+contiguous, N is whole vectors and A has few rows, A read in place through its offset tables (a
 third factor on A multiplied in as it is read: the product the blocked path packs), C
 stored directly from the registers; per element it sums in the same order as the blocked path (K in blocks of
 OCK_KC), so both give the same bits. (Measured faster than the blocked path at every size

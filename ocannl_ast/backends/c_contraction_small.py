@@ -1,6 +1,7 @@
 """C text of the contraction kernel's small path (`c_contraction_kernel` splices it in
-before the GEMM driver): B packed once or read in place, A read in place through its offset
-tables (a third factor on A multiplied in first), C written directly from the registers.
+before the GEMM driver): B packed once into micro-panels of two vectors (or read in place
+when A has few rows), A read in place through its offset tables (a third factor on A
+multiplied in first), C written directly from the registers.
 
 Stage: backend. Input: none (a constant). Output: `SMALL_PATH`, C text in the kernel's
 ``_SFX`` template form (see `c_contraction_kernel.kernel_c`).
@@ -13,17 +14,22 @@ SMALL_PATH = r"""
    Same arithmetic per element as the blocked path (per K block: acc = 0; acc =
    ocannl_mm_fma(acc, a, b) in k order; c = acc or c += acc), so the two give the same bits. */
 #define OCK_SVL OCK_VL_SFX
+#ifndef OCK_SMALL_PANEL_ROWS
+#define OCK_SMALL_PANEL_ROWS 24 /* rows of A from which B is packed into micro-panels */
+#endif
 /* Whether B is read in place: no third factor, contiguous rows, N whole vectors. */
 static int ocannl_mm_direct_b_SFX(const ocannl_mm_shape_SFX* s) {
   return !s->b2 && s->bn_unit && s->n % OCK_SVL == 0;
 }
 
-/* Rows i0..i0+rows of C, columns j0..j0+nv*VL (bp: K x np, zero-padded); rows, nv constant. */
+/* Rows i0..i0+rows of C, columns j0..j0+nv*VL; rows, nv constant. B's row k of these
+   columns at bp + brow[k] + j0 * jmul (jmul 1: B's rows in place or packed K x np; jmul K:
+   packed in micro-panels of 2 vectors, K x NR each). */
 __attribute__((always_inline))
 static inline void ocannl_mm_stile_SFX(const ocannl_mm_shape_SFX* s, const OCK_T* a,
                                        const OCK_T* bp, const int64_t* restrict brow, OCK_T* c,
                                        int add, int64_t i0, int rows, int64_t j0, int nv,
-                                       int two) {
+                                       int64_t jmul, int two) {
   ocannl_mm_v_SFX acc[OCK_MR][2];
   const OCK_T* ar[OCK_MR];
   const OCK_T* ar2[OCK_MR];
@@ -34,11 +40,12 @@ static inline void ocannl_mm_stile_SFX(const ocannl_mm_shape_SFX* s, const OCK_T
     acc[r][0] = (ocannl_mm_v_SFX){0};
     acc[r][1] = (ocannl_mm_v_SFX){0};
   }
+  const OCK_T* bj = bp + j0 * jmul;
   for (int64_t k = 0; k < s->k; ++k) {
     const int64_t o = s->ak[k], o2 = two ? s->a2k[k] : 0;
     ocannl_mm_v_SFX bv[2];
 #pragma GCC unroll 2
-    for (int v = 0; v < nv; ++v) memcpy(&bv[v], bp + brow[k] + j0 + v * OCK_SVL, sizeof bv[v]);
+    for (int v = 0; v < nv; ++v) memcpy(&bv[v], bj + brow[k] + v * OCK_SVL, sizeof bv[v]);
 #pragma GCC unroll 16
     for (int r = 0; r < rows; ++r) {
       /* with a third factor, its product first: the value the blocked path packs */
@@ -77,11 +84,11 @@ __attribute__((always_inline))
 static inline void ocannl_mm_strip_SFX(const ocannl_mm_shape_SFX* s, const OCK_T* a,
                                        const OCK_T* bp, const int64_t* restrict brow,
                                        int64_t np, OCK_T* c, int add, int64_t i0, int rows,
-                                       int two) {
+                                       int64_t jmul, int two) {
   int64_t j0 = 0;
   for (; np - j0 >= 2 * OCK_SVL; j0 += 2 * OCK_SVL)
-    ocannl_mm_stile_SFX(s, a, bp, brow, c, add, i0, rows, j0, 2, two);
-  if (j0 < np) ocannl_mm_stile_SFX(s, a, bp, brow, c, add, i0, rows, j0, 1, two);
+    ocannl_mm_stile_SFX(s, a, bp, brow, c, add, i0, rows, j0, 2, jmul, two);
+  if (j0 < np) ocannl_mm_stile_SFX(s, a, bp, brow, c, add, i0, rows, j0, 1, jmul, two);
 }
 
 /* Every strip of rows (OCK_MR, OCK_MR / 2, then single rows) of one K block; `two`: A has
@@ -89,13 +96,13 @@ static inline void ocannl_mm_strip_SFX(const ocannl_mm_shape_SFX* s, const OCK_T
 __attribute__((always_inline))
 static inline void ocannl_mm_rows_SFX(const ocannl_mm_shape_SFX* sk, const OCK_T* a,
                                       const OCK_T* bsrc, const int64_t* restrict brow,
-                                      int64_t np, OCK_T* c, int add, int two) {
+                                      int64_t np, OCK_T* c, int add, int64_t jmul, int two) {
   int64_t i0 = 0;
   for (; sk->m - i0 >= OCK_MR; i0 += OCK_MR)
-    ocannl_mm_strip_SFX(sk, a, bsrc, brow, np, c, add, i0, OCK_MR, two);
+    ocannl_mm_strip_SFX(sk, a, bsrc, brow, np, c, add, i0, OCK_MR, jmul, two);
   for (; sk->m - i0 >= OCK_MR / 2; i0 += OCK_MR / 2)
-    ocannl_mm_strip_SFX(sk, a, bsrc, brow, np, c, add, i0, OCK_MR / 2, two);
-  for (; i0 < sk->m; ++i0) ocannl_mm_strip_SFX(sk, a, bsrc, brow, np, c, add, i0, 1, two);
+    ocannl_mm_strip_SFX(sk, a, bsrc, brow, np, c, add, i0, OCK_MR / 2, jmul, two);
+  for (; i0 < sk->m; ++i0) ocannl_mm_strip_SFX(sk, a, bsrc, brow, np, c, add, i0, 1, jmul, two);
 }
 
 /* Whether a2's offset tables are a's and a's cells over M x K are 0 .. M K - 1 (each once):
@@ -138,9 +145,10 @@ static void ocannl_mm_times_a2_SFX(const ocannl_mm_shape_SFX* s, const OCK_T* a,
   }
 }
 
-/* The small path: B's K x np panel on the stack (heap beyond OCK_SMALL_STACK bytes; nonzero
-   when out of memory), then strips of OCK_MR, OCK_MR / 2 and single rows. B is read in place
-   (no packing) when its rows are contiguous and N is whole vectors (the loads are the same
+/* The small path: B packed into K x NR micro-panels on the stack (in the thread's workspace
+   beyond OCK_SMALL_STACK bytes; nonzero when out of memory), then strips of OCK_MR,
+   OCK_MR / 2 and single rows. B is read in place (no packing) when its rows are contiguous,
+   N is whole vectors and A has fewer than OCK_SMALL_PANEL_ROWS rows (the loads are the same
    values, so the same bits). K runs in blocks of OCK_KC as in the blocked path (each block
    summed from 0 in registers, then stored or added to C), so the bits are the blocked path's
    at every K. */
@@ -177,23 +185,30 @@ static int ocannl_mm_small_SFX(const ocannl_mm_shape_SFX* s, const OCK_T* a, con
   OCK_T local[OCK_SMALL_STACK / sizeof(OCK_T)] __attribute__((aligned(64)));
   int64_t brow[OCK_KC];
   const int64_t np = (s->n + OCK_SVL - 1) / OCK_SVL * OCK_SVL;
-  const int direct = ocannl_mm_direct_b_SFX(s);
-  const int on_stack = direct || s->k * np <= (int64_t)(OCK_SMALL_STACK / sizeof(OCK_T));
-  OCK_T* bp = on_stack ? local : ocannl_mm_alloc_SFX(s->k * np);
+  /* B in place only for few rows of A: with more, its strided rows (the 16 columns of a
+     tile in as many cache lines as K, often in few L1 sets) were read from L2 per strip */
+  const int direct = ocannl_mm_direct_b_SFX(s) && s->m < OCK_SMALL_PANEL_ROWS;
+  const int64_t npp = (s->n + OCK_NR_SFX - 1) / OCK_NR_SFX * OCK_NR_SFX; /* whole panels */
+  const int on_stack = direct || s->k * npp <= (int64_t)(OCK_SMALL_STACK / sizeof(OCK_T));
+  /* the workspace up to the blocked path's size (kept per thread), beyond it for this call */
+  const int kept = s->k * npp <= OCK_WS_MAX_SFX;
+  OCK_T* bp = on_stack ? local : kept ? ocannl_mm_workspace_SFX(s->k * npp)
+                                      : ocannl_mm_alloc_SFX(s->k * npp);
   if (!bp) return 1;
   const OCK_T* bsrc = direct ? b + s->bn[0] : bp;
-  if (!direct) ocannl_mm_pack_b_SFX(s, b, bp, 0, s->n, 0, s->k, np);
+  if (!direct) ocannl_mm_pack_bp_SFX(s, b, bp, 0, s->n, 0, s->k); /* K x NR micro-panels */
+  const int64_t jmul = direct ? 1 : s->k;
   for (int64_t p0 = 0; p0 < s->k; p0 += OCK_KC) {
     ocannl_mm_shape_SFX sk = *s;
     sk.k = s->k - p0 < OCK_KC ? s->k - p0 : OCK_KC;
     sk.ak = s->ak + p0;
     if (s->a2) sk.a2k = s->a2k + p0;
-    for (int64_t k = 0; k < sk.k; ++k) brow[k] = direct ? s->bk[p0 + k] : (p0 + k) * np;
+    for (int64_t k = 0; k < sk.k; ++k) brow[k] = direct ? s->bk[p0 + k] : (p0 + k) * OCK_NR_SFX;
     const int add = accumulate || p0 > 0;
-    if (s->a2) ocannl_mm_rows_SFX(&sk, a, bsrc, brow, np, c, add, 1);
-    else ocannl_mm_rows_SFX(&sk, a, bsrc, brow, np, c, add, 0);
+    if (s->a2) ocannl_mm_rows_SFX(&sk, a, bsrc, brow, np, c, add, jmul, 1);
+    else ocannl_mm_rows_SFX(&sk, a, bsrc, brow, np, c, add, jmul, 0);
   }
-  if (!on_stack) free(bp);
+  if (!on_stack && !kept) free(bp);
   return 0;
 }
 
