@@ -15,7 +15,7 @@ SMALL_PATH = r"""
    ocannl_mm_fma(acc, a, b) in k order; c = acc or c += acc), so the two give the same bits. */
 #define OCK_SVL OCK_VL_SFX
 #ifndef OCK_SMALL_PANEL_ROWS
-#define OCK_SMALL_PANEL_ROWS 24 /* rows of A from which B is packed into micro-panels */
+#define OCK_SMALL_PANEL_ROWS 64 /* rows of A from which B is packed into micro-panels */
 #endif
 /* Whether B is read in place: no third factor, contiguous rows, N whole vectors. */
 static int ocannl_mm_direct_b_SFX(const ocannl_mm_shape_SFX* s) {
