@@ -2,8 +2,14 @@
 `oc.einsum("ij;jk=>ik", a, b)` against NumPy (its BLAS) limited to 1 and to 2 threads.
 
 ocannl_ast is measured with its contraction kernel at 1 thread (the default) and at 2
-(`OCANNL_AST_THREADS=2`, OpenMP); the 2-thread comparison uses the latter. BLAS threads are limited with threadpoolctl when installed, else by running the NumPy side
-in a subprocess with OPENBLAS/OMP/MKL_NUM_THREADS set (the table says which).
+(`OCANNL_AST_THREADS=2`, OpenMP); the 2-thread comparison uses the latter. BLAS threads are
+limited with threadpoolctl when installed, and then each of our routines and NumPy's matmul
+are timed in the same process with their rounds interleaved (other load on the machine hits
+both alike); the table gives the median and the fastest round of each, the ratio of the
+medians (the target), of the fastest rounds, and of the median CPU times (process_time: the
+time the process ran, less sensitive to other processes taking the cores). Without
+threadpoolctl the NumPy side runs in a subprocess with OPENBLAS/OMP/MKL_NUM_THREADS set (the
+table says which) and only wall times are compared.
 
 Run: `.venv/bin/python benchmarks/bench_matmul.py [--quick]` (or benchmarks/run_all.py).
 """
@@ -14,7 +20,9 @@ import argparse
 import json
 import os
 import sys
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -25,11 +33,14 @@ from common import (
     Row,
     Stat,
     blas_threads,
+    calibrate,
+    fmt_time,
     have_threadpoolctl,
     measure_all,
     print_table,
     ratio_row,
     run_worker,
+    stat_of,
     thread_control_method,
 )
 
@@ -88,12 +99,7 @@ def _matmul_into(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> Callable[[int
 
 
 def numpy_times(cases: dict[str, Case], quick: bool) -> dict[str, Stat]:
-    fns: dict[str, Callable[[int], None]] = {}
-    for name, case in cases.items():
-        a, b = operands(case)
-        out = np.empty(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1]),
-                       np.float32)
-        fns[name] = _matmul_into(a, b, out)
+    fns = {name: _numpy_fn(case) for name, case in cases.items()}
     return measure_all(fns, rounds=3 if quick else 5, round_s=0.01 if quick else 0.3)
 
 
@@ -106,8 +112,72 @@ def numpy_times_at(cases: dict[str, Case], threads: int, quick: bool) -> dict[st
     return {name: Stat(*v) for name, v in out.items()}
 
 
+@dataclass(frozen=True)
+class Timed:
+    """Seconds per call over rounds: wall clock (median, fastest, slowest) and the median
+    CPU time of this process (process_time, all its threads)."""
+
+    wall: Stat
+    cpu: float
+
+
+def measure_interleaved(fns: dict[str, Callable[[int], None]], *, rounds: int,
+                        round_s: float) -> dict[str, Timed]:
+    """`common.measure_all` with process_time too: the rounds of all `fns` interleaved."""
+    calls = {name: calibrate(fn, round_s) for name, fn in fns.items()}
+    wall: dict[str, list[float]] = {name: [] for name in fns}
+    cpu: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            n = calls[name]
+            t0, c0 = time.perf_counter(), time.process_time()
+            for i in range(n):
+                fn(i)
+            wall[name].append((time.perf_counter() - t0) / n)
+            cpu[name].append((time.process_time() - c0) / n)
+    return {name: Timed(stat_of(wall[name]), float(np.median(cpu[name]))) for name in fns}
+
+
+def _numpy_fn(case: Case) -> Callable[[int], None]:
+    a, b = operands(case)
+    out = np.empty(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1]),
+                   np.float32)
+    return _matmul_into(a, b, out)
+
+
+def _rows(name: str, threads: int, ours: Timed, ref: Timed, target: float | None) -> list[Row]:
+    who = "1 thread" if threads == 1 else f"{threads} threads"
+    return [Row(name, f"ocannl_ast ({who})", ours.wall.show() + f"  cpu {fmt_time(ours.cpu)}"),
+            Row(name, f"numpy {who}", ref.wall.show() + f"  cpu {fmt_time(ref.cpu)}"),
+            ratio_row(name, f"speed vs numpy {who}", ref.wall.median / ours.wall.median,
+                      at_least=target,
+                      note=f"fastest rounds {ref.wall.lo / ours.wall.lo:.3g}x, "
+                           f"cpu {ref.cpu / ours.cpu:.3g}x")]
+
+
 def run(quick: bool = False) -> list[Row]:
     cases = QUICK if quick else FULL
+    rounds, round_s = (3, 0.01) if quick else (9, 0.3)
+    if not have_threadpoolctl():
+        return _run_subprocess(cases, quick)
+    rows = [Row("matmul", "BLAS thread control", thread_control_method()),
+            Row("matmul", "load average (1 min) before", f"{os.getloadavg()[0]:.2f}")]
+    per: dict[int, dict[str, Timed]] = {}
+    for threads in (1, 2):
+        fns = {name: ocannl_matmul(c, threads) for name, c in cases.items()}
+        fns |= {"numpy " + name: _numpy_fn(c) for name, c in cases.items()}
+        with blas_threads(threads):
+            per[threads] = measure_interleaved(fns, rounds=rounds, round_s=round_s)
+    for name, (_, _, _, t1, t2) in cases.items():
+        for threads, target in ((1, t1), (2, t2)):
+            got = per[threads]
+            rows += _rows(name, threads, got[name], got["numpy " + name], target)
+    rows.append(Row("matmul", "load average (1 min) after", f"{os.getloadavg()[0]:.2f}"))
+    return rows
+
+
+def _run_subprocess(cases: dict[str, Case], quick: bool) -> list[Row]:
+    """Without threadpoolctl: ours in process, NumPy in subprocesses (wall times only)."""
     fns = {name: ocannl_matmul(c) for name, c in cases.items()}
     fns |= {name + " @2": ocannl_matmul(c, 2) for name, c in cases.items()}
     ours = measure_all(fns, rounds=3 if quick else 5, round_s=0.01 if quick else 0.3)

@@ -5,10 +5,12 @@ Stage: backend. `kernel_c(T, p)` returns the definitions a routine using
 ("f"/"d"). The kernel computes ``c[cm[i] + cn[j]] (= or +=) sum_k a[am[i] + ak[k]] *
 b[bk[k] + bn[j]]`` where the six offset tables are mixed-radix offsets of the loop symbols
 grouped into M, N and K, so any strides, axis orders, transposes and im2col-style
-(convolution) windows go through the same packing. Blocking: panels of B (KC x NC) and of A
-(MC x KC) are packed into aligned local buffers, zero-padded to whole micro-tiles; the
-micro-kernel keeps an MR x NR tile in vector registers (GCC vector extensions; the width
-follows ``__AVX512F__`` / ``__AVX__``). All multiply-adds are explicit (`ocannl_mm_fma`: the
+(convolution) windows go through the same packing. Blocking (`c_contraction_block`): B's
+KC x NC blocks are packed row by row into micro-panels of NR columns and A's MC x KC blocks
+into micro-panels of MR rows, in one 64-byte aligned workspace per thread kept between calls;
+the micro-kernel keeps an MR x NR tile in vector registers (GCC vector extensions; the width
+follows ``__AVX512F__`` / ``__AVX__``) and writes whole tiles straight to C. All
+multiply-adds are explicit (`ocannl_mm_fma`: the
 x86 FMA builtin of that width under ``__FMA__`` / ``__AVX512F__``, else a product then a
 sum under the global -ffp-contract=off), never left to gcc's FMA contraction, which depends
 on the tuning: ``-mtune=znver*`` (``--param avoid-fma-max-bits=256``) keeps a loop-carried
@@ -31,6 +33,7 @@ computed by one thread in the same order, so results do not depend on the thread
 
 from __future__ import annotations
 
+from ocannl_ast.backends.c_contraction_block import BLOCK_PATH
 from ocannl_ast.backends.c_contraction_small import SMALL_PATH
 from ocannl_ast.backends.c_contraction_threads import THREADS_C
 
@@ -91,30 +94,6 @@ static inline ocannl_mm_v_SFX ocannl_mm_fma_SFX(ocannl_mm_v_SFX acc, OCK_T x, oc
 #endif
 }
 
-/* ct[MR][NR] = sum_k ap[k][MR] (x) bp[k][NR], by ocannl_mm_fma in k order from 0. */
-static void ocannl_mm_micro_SFX(int64_t kc, const OCK_T* restrict ap, const OCK_T* restrict bp,
-                          OCK_T* restrict ct) {
-  ocannl_mm_v_SFX acc[OCK_MR][2];
-#pragma GCC unroll 16
-  for (int r = 0; r < OCK_MR; ++r) { acc[r][0] = (ocannl_mm_v_SFX){0}; acc[r][1] = (ocannl_mm_v_SFX){0}; }
-  for (int64_t k = 0; k < kc; ++k) {
-    ocannl_mm_v_SFX b0, b1;
-    memcpy(&b0, bp + k * OCK_NR_SFX, sizeof b0);
-    memcpy(&b1, bp + k * OCK_NR_SFX + OCK_VL_SFX, sizeof b1);
-#pragma GCC unroll 16
-    for (int r = 0; r < OCK_MR; ++r) {
-      OCK_T a = ap[k * OCK_MR + r];
-      acc[r][0] = ocannl_mm_fma_SFX(acc[r][0], a, b0);
-      acc[r][1] = ocannl_mm_fma_SFX(acc[r][1], a, b1);
-    }
-  }
-#pragma GCC unroll 16
-  for (int r = 0; r < OCK_MR; ++r) {
-    memcpy(ct + r * OCK_NR_SFX, &acc[r][0], sizeof acc[r][0]);
-    memcpy(ct + r * OCK_NR_SFX + OCK_VL_SFX, &acc[r][1], sizeof acc[r][1]);
-  }
-}
-
 typedef struct {
   int64_t m, n, k;
   const int64_t *am, *ak, *bk, *bn, *cm, *cn;
@@ -123,113 +102,10 @@ typedef struct {
   int cn_unit; /* cn[j] == cn[0] + j for all j: contiguous stores */
   int bn_unit; /* bn[j] == bn[0] + j for all j: contiguous B rows */
   int dry; /* team mode: this thread has no offset tables (out of memory): no work */
+  int ak_unit; /* ak[k] == ak[0] + k for all k: contiguous rows of A */
 } ocannl_mm_shape_SFX;
 
-static void ocannl_mm_pack_a_SFX(const ocannl_mm_shape_SFX* s, const OCK_T* restrict a,
-                           OCK_T* restrict ap, int64_t i0, int64_t mc, int64_t p0,
-                           int64_t kc) {
-  for (int64_t ip = 0; ip < mc; ip += OCK_MR) {
-    OCK_T* dst = ap + ip * kc;
-    for (int r = 0; r < OCK_MR; ++r) {
-      if (ip + r < mc && s->a2) {
-        const OCK_T* row = a + s->am[i0 + ip + r];
-        const OCK_T* row2 = s->a2 + s->a2m[i0 + ip + r];
-        for (int64_t k = 0; k < kc; ++k)
-          dst[k * OCK_MR + r] = row[s->ak[p0 + k]] * row2[s->a2k[p0 + k]];
-      } else if (ip + r < mc) {
-        const OCK_T* row = a + s->am[i0 + ip + r];
-        for (int64_t k = 0; k < kc; ++k) dst[k * OCK_MR + r] = row[s->ak[p0 + k]];
-      } else {
-        for (int64_t k = 0; k < kc; ++k) dst[k * OCK_MR + r] = 0;
-      }
-    }
-  }
-}
-
-/* Rows p0..p0+kc of B, columns j0..j0+nr, into dst (row stride ld, zero-padded to ld). */
-static void ocannl_mm_pack_b_SFX(const ocannl_mm_shape_SFX* s, const OCK_T* restrict b,
-                           OCK_T* restrict dst, int64_t j0, int64_t nr, int64_t p0,
-                           int64_t kc, int64_t ld) {
-  for (int64_t k = 0; k < kc; ++k) {
-    const OCK_T* row = b + s->bk[p0 + k];
-    OCK_T* d = dst + k * ld;
-    if (s->b2) {
-      const OCK_T* row2 = s->b2 + s->b2k[p0 + k];
-      for (int64_t q = 0; q < nr; ++q) d[q] = row[s->bn[j0 + q]] * row2[s->b2n[j0 + q]];
-    } else if (s->bn_unit && nr == OCK_NR_SFX) {
-      memcpy(d, row + s->bn[j0], sizeof(OCK_T) * OCK_NR_SFX); /* constant size: inlined */
-    } else if (s->bn_unit) {
-      memcpy(d, row + s->bn[j0], sizeof(OCK_T) * (size_t)nr);
-    } else {
-      for (int64_t q = 0; q < nr; ++q) d[q] = row[s->bn[j0 + q]];
-    }
-    for (int64_t q = nr; q < ld; ++q) d[q] = 0;
-  }
-}
-
-static void ocannl_mm_store_SFX(const ocannl_mm_shape_SFX* s, OCK_T* restrict c, const OCK_T* restrict ct,
-                          int64_t i0, int64_t mr, int64_t j0, int64_t nr, int add) {
-  for (int64_t r = 0; r < mr; ++r) {
-    const OCK_T* t = ct + r * OCK_NR_SFX;
-    OCK_T* row = c + s->cm[i0 + r];
-    if (s->cn_unit) {
-      row += s->cn[j0];
-      if (add) { for (int64_t q = 0; q < nr; ++q) row[q] += t[q]; }
-      else { for (int64_t q = 0; q < nr; ++q) row[q] = t[q]; }
-    } else if (add) {
-      for (int64_t q = 0; q < nr; ++q) row[s->cn[j0 + q]] += t[q];
-    } else {
-      for (int64_t q = 0; q < nr; ++q) row[s->cn[j0 + q]] = t[q];
-    }
-  }
-}
-
-static void* ocannl_mm_alloc_SFX(int64_t elems) {
-  size_t bytes = ((size_t)elems * sizeof(OCK_T) + 63) / 64 * 64;
-  return aligned_alloc(64, bytes ? bytes : 64);
-}
-
-/* Rows [m0, m1) x columns [n0, n1) of the blocked GEMM, with this call's own packing
-   buffers (no sharing: threads run it on disjoint ranges); nonzero when out of memory. */
-static int ocannl_mm_block_SFX(const ocannl_mm_shape_SFX* s, const OCK_T* a, const OCK_T* b,
-                               OCK_T* c, int accumulate, int64_t m0, int64_t m1, int64_t n0,
-                               int64_t n1) {
-  const int64_t ncb = n1 - n0 < OCK_NC_SFX ? n1 - n0 : OCK_NC_SFX;
-  const int64_t mcb = m1 - m0 < OCK_MC ? m1 - m0 : OCK_MC;
-  const int64_t kcb = s->k < OCK_KC ? s->k : OCK_KC;
-  OCK_T* bpk = ocannl_mm_alloc_SFX((ncb + OCK_NR_SFX) * kcb);
-  OCK_T* apk = ocannl_mm_alloc_SFX((mcb + OCK_MR) * kcb);
-  OCK_T ct[OCK_MR * OCK_NR_SFX] __attribute__((aligned(64)));
-  if (!bpk || !apk) { free(bpk); free(apk); return 1; }
-  for (int64_t j0 = n0; j0 < n1; j0 += ncb) {
-    const int64_t nc = n1 - j0 < ncb ? n1 - j0 : ncb;
-    for (int64_t p0 = 0; p0 < s->k; p0 += kcb) {
-      const int64_t kc = s->k - p0 < kcb ? s->k - p0 : kcb;
-      const int add = accumulate || p0 > 0;
-      for (int64_t jp = 0; jp < nc; jp += OCK_NR_SFX) {
-        const int64_t nr = nc - jp < OCK_NR_SFX ? nc - jp : OCK_NR_SFX;
-        ocannl_mm_pack_b_SFX(s, b, bpk + jp * kc, j0 + jp, nr, p0, kc, OCK_NR_SFX);
-      }
-      for (int64_t i0 = m0; i0 < m1; i0 += mcb) {
-        const int64_t mc = m1 - i0 < mcb ? m1 - i0 : mcb;
-        ocannl_mm_pack_a_SFX(s, a, apk, i0, mc, p0, kc);
-        for (int64_t jp = 0; jp < nc; jp += OCK_NR_SFX) {
-          const int64_t nr = nc - jp < OCK_NR_SFX ? nc - jp : OCK_NR_SFX;
-          for (int64_t ip = 0; ip < mc; ip += OCK_MR) {
-            const int64_t mr = mc - ip < OCK_MR ? mc - ip : OCK_MR;
-            ocannl_mm_micro_SFX(kc, apk + ip * kc, bpk + jp * kc, ct);
-            ocannl_mm_store_SFX(s, c, ct, i0 + ip, mr, j0 + jp, nr, add);
-          }
-        }
-      }
-    }
-  }
-  free(bpk);
-  free(apk);
-  return 0;
-}
-
-""" + SMALL_PATH + r"""
+""" + BLOCK_PATH + SMALL_PATH + r"""
 
 @THREADS@
 /* Mixed-radix offsets: out[i] = sum_d stride[d] * digit_d(i) over the extents ext[0..nd). */
@@ -285,6 +161,8 @@ OCK_RUN_LINKAGE int ocannl_mm_runb_SFX(const OCK_T* a, const OCK_T* a2, const OC
                            a2, b2, tab[1], tab[7], tab[9], tab[4], 1, 1};
   for (int64_t j = 1; j < n; ++j) s.cn_unit &= s.cn[j] == s.cn[0] + j;
   for (int64_t j = 1; j < n; ++j) s.bn_unit &= s.bn[j] == s.bn[0] + j;
+  s.ak_unit = 1;
+  for (int64_t q = 1; q < k; ++q) s.ak_unit &= s.ak[q] == s.ak[0] + q;
   if (dry) s.m = size[0], s.n = size[1], s.k = size[2], s.dry = 1; /* same worksharing */
   int rc = bt && bt[0] ? ocannl_mm_batch_SFX(&s, a, b, c, accumulate, nthreads, bt)
                        : ocannl_mm_gemm_SFX(&s, a, b, c, accumulate, nthreads);

@@ -32,7 +32,9 @@ MS = [3, 1, 4, 5, 7, 9, 13, 17, 20, 200, 6, 11]  # whole row tiles and every rem
 KS = [2, 3, 16, 200, 256, 5, 257, 31]  # 257: past one K block (the blocked path)
 SHAPES = [(MS[i % len(MS)], KS[i % len(KS)], n) for i, n in enumerate(NS)] + [
     (200, 16, 16), (16, 200, 16), (20, 16, 16), (8, 1024, 16), (33, 64, 200), (2, 9, 2),
-    (3, 256, 1100)]  # B panels past the stack buffer (heap)
+    (3, 256, 1100),  # B past the stack buffer, read in place (few rows of A)
+    (70, 300, 48),  # B packed into micro-panels past the stack buffer: the thread's workspace
+    (66, 256, 1200)]  # ... and past the workspace's size (its own allocation)
 
 
 def _data(seed: int, shape: tuple[int, ...]) -> np.ndarray:
