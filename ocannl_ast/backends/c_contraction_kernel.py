@@ -324,8 +324,10 @@ OCK_RUN_LINKAGE int ocannl_mm_run_SFX(const OCK_T* a, const OCK_T* a2, const OCK
 
 #: Most offset-table entries (all of one call's tables) the renderer writes into the source
 #: as constants (`precomputed`) instead of the call building them each time: at 20 x 16 x 16
-#: building them cost as much as the multiply-adds.
+#: building them cost as much as the multiply-adds. Only for calls of at most
+#: `PRECOMPUTED_MAX_WORK` multiply-adds (M N K): beyond, building them costs little.
 PRECOMPUTED_MAX = 1024
+PRECOMPUTED_MAX_WORK = 1 << 17
 
 
 def mixed_radix(extents: Sequence[int], strides: Sequence[int]) -> list[int]:
@@ -341,7 +343,8 @@ def mixed_radix(extents: Sequence[int], strides: Sequence[int]) -> list[int]:
 def precomputed(d: Sequence[int], has_a2: bool, has_b2: bool) -> list[int] | None:
     """The call's descriptor `d` (nm, nn, nk, then each symbol's extent and strides; see
     ``ocannl_mm_runb``) as its offset tables (-1, M, N, K, cn_unit, bn_unit, am [a2m] cm bn
-    [b2n] cn ak [a2k] bk [b2k]), or None beyond `PRECOMPUTED_MAX` entries."""
+    [b2n] cn ak [a2k] bk [b2k]), or None beyond `PRECOMPUTED_MAX` entries or
+    `PRECOMPUTED_MAX_WORK` multiply-adds."""
     counts, widths, pos = d[:3], (3, 3, 4), 3
     groups: list[list[list[int]]] = []  # per group, per table: the tables' columns
     for count, width in zip(counts, widths, strict=True):
@@ -352,7 +355,8 @@ def precomputed(d: Sequence[int], has_a2: bool, has_b2: bool) -> list[int] | Non
     used = [(0, 1), (0, 2) if has_a2 else None, (0, 3), (1, 1), (1, 2) if has_b2 else None,
             (1, 3), (2, 1), (2, 2) if has_a2 else None, (2, 3), (2, 4) if has_b2 else None]
     wanted = [u for u in used if u is not None]
-    if sum(sizes[g] for g, _ in wanted) > PRECOMPUTED_MAX:
+    if (sum(sizes[g] for g, _ in wanted) > PRECOMPUTED_MAX
+            or math.prod(sizes) > PRECOMPUTED_MAX_WORK):
         return None
     tables = {u: mixed_radix(groups[u[0]][0], groups[u[0]][u[1]]) for u in wanted}
     cn, bn = tables[(1, 3)], tables[(1, 1)]

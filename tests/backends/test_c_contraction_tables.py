@@ -58,6 +58,9 @@ def test_precomputed_layout_and_limit() -> None:
     assert both is not None and len(both) == 6 + 3 * m + 3 * n + 4 * k
     big = [1, 1, 1, 4096, 1, 0, 1, 16, 1, 0, 16, 16, 16, 0, 1, 0]
     assert precomputed(big, has_a2=False, has_b2=False) is None
+    # 384 entries but 64 x 80 x 48 multiply-adds: building the tables costs little there
+    wide = [1, 1, 1, 64, 48, 0, 80, 80, 1, 0, 1, 48, 1, 0, 80, 0]
+    assert precomputed(wide, has_a2=False, has_b2=False) is None
 
 
 def _cases() -> list[tuple[str, np.ndarray, np.ndarray, int]]:
