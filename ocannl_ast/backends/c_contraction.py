@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from ocannl_ast import config
-from ocannl_ast.backends.c_contraction_kernel import kernel_c
+from ocannl_ast.backends.c_contraction_kernel import kernel_c, precomputed
 from ocannl_ast.backends.c_syntax import CSyntax, Word
 from ocannl_ast.errors import BackendError
 from ocannl_ast.lowering.loop_ir import (
@@ -394,6 +394,13 @@ def _table(p: Plan) -> list[int]:
     return d
 
 
+def _call_table(p: Plan) -> str:
+    """The call's table as C initializer text: its offset tables themselves when small
+    enough (`precomputed`), else their description."""
+    d = _table(p)
+    return ", ".join(map(str, precomputed(d, p.x2 is not None, p.y2 is not None) or d))
+
+
 def _batch_table(p: Plan) -> list[int]:
     """The kernel's batch group: the count, then per symbol its extent and the strides of
     x, x2, y, y2 and c."""
@@ -421,7 +428,7 @@ def _call_text(r: Renderer, p: Plan, name: str, nthreads: int, depth: int,
                fail: str) -> list[str]:
     pad = "  " * depth
     lines = [f"{pad}/* {_describe(p)} */", pad + "{",
-             f"{pad}  static const int64_t {name}[] = {{{', '.join(map(str, _table(p)))}}};"]
+             f"{pad}  static const int64_t {name}[] = {{{_call_table(p)}}};"]
     inner = depth + 1
     for s, e in p.batch:
         r.symbols[s] = f"i{r.n_iters}"
@@ -449,7 +456,7 @@ def _batched_call_text(r: Renderer, p: Plan, name: str, nthreads: int,
                       str(int(p.c.accumulate)), str(nthreads), name, f"{name}b"])
     batch = _batch_table(p)
     return [f"{pad}/* {_describe(p)} */", pad + "{",
-            f"{pad}  static const int64_t {name}[] = {{{', '.join(map(str, _table(p)))}}};",
+            f"{pad}  static const int64_t {name}[] = {{{_call_table(p)}}};",
             f"{pad}  static const int64_t {name}b[] = {{{', '.join(map(str, batch))}}};",
             f"{pad}  if (ocannl_mm_runb_{r.words[Word.SUFFIX]}({args})) {fail}",
             pad + "}"]

@@ -33,6 +33,9 @@ computed by one thread in the same order, so results do not depend on the thread
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
+
 from ocannl_ast.backends.c_contraction_block import BLOCK_PATH
 from ocannl_ast.backends.c_contraction_small import SMALL_PATH
 from ocannl_ast.backends.c_contraction_threads import THREADS_C
@@ -121,15 +124,38 @@ static int64_t ocannl_mm_offsets_SFX(int64_t* out, int nd, const int64_t* ext,
   return n;
 }
 
+/* ocannl_mm_runb with the offset tables precomputed (d[0] < 0): d is -1, M, N, K, cn_unit,
+   bn_unit, then the tables am [a2m] cm bn [b2n] cn ak [a2k] bk [b2k] (a2's and b2's only
+   when that factor is given). No per-call setup: the same tables, so the same bits. */
+static int ocannl_mm_runt_SFX(const OCK_T* a, const OCK_T* a2, const OCK_T* b,
+                              const OCK_T* b2, OCK_T* c, int accumulate, int nthreads,
+                              const int64_t* d, const int64_t* bt) {
+  const int64_t m = d[1], n = d[2], k = d[3];
+  const int64_t *t = d + 6, *am = t, *a2m = a2 ? t + m : 0;
+  t += a2 ? 2 * m : m;
+  const int64_t *cm = t, *bn = t + m, *b2n = b2 ? t + m + n : 0;
+  t += b2 ? m + 2 * n : m + n;
+  const int64_t *cn = t, *ak = t + n, *a2k = a2 ? t + n + k : 0;
+  t += a2 ? n + 2 * k : n + k;
+  const int64_t *bk = t, *b2k = b2 ? t + k : 0;
+  ocannl_mm_shape_SFX s = {m, n, k, am, ak, bk, bn, cm, cn, a2, b2, a2m, a2k, b2k, b2n,
+                           (int)d[4], (int)d[5], 0, 1};
+  for (int64_t q = 1; q < k; ++q) s.ak_unit &= ak[q] == ak[0] + q;
+  return bt && bt[0] ? ocannl_mm_batch_SFX(&s, a, b, c, accumulate, nthreads, bt)
+                     : ocannl_mm_gemm_SFX(&s, a, b, c, accumulate, nthreads);
+}
+
 /* One contraction, once per cell of the batch group bt (NULL: none), the offset tables built
    once. d: nm, nn, nk, then per M symbol (extent, a, a2, c strides), per N symbol (extent,
-   b, b2, c strides), per K symbol (extent, a, a2, b, b2 strides). */
+   b, b2, c strides), per K symbol (extent, a, a2, b, b2 strides); or the tables themselves
+   (d[0] < 0: `ocannl_mm_runt`). */
 #ifndef OCK_RUN_LINKAGE
 #define OCK_RUN_LINKAGE static
 #endif
 OCK_RUN_LINKAGE int ocannl_mm_runb_SFX(const OCK_T* a, const OCK_T* a2, const OCK_T* b,
                                        const OCK_T* b2, OCK_T* c, int accumulate,
                                        int nthreads, const int64_t* d, const int64_t* bt) {
+  if (d[0] < 0) return ocannl_mm_runt_SFX(a, a2, b, b2, c, accumulate, nthreads, d, bt);
   const int nm = (int)d[0], nn = (int)d[1], nk = (int)d[2];
   const int64_t* g = d + 3;
   int64_t size[3] = {1, 1, 1}, e[3][8], st[3][4][8];
@@ -177,6 +203,48 @@ OCK_RUN_LINKAGE int ocannl_mm_run_SFX(const OCK_T* a, const OCK_T* a2, const OCK
   return ocannl_mm_runb_SFX(a, a2, b, b2, c, accumulate, nthreads, d, 0);
 }
 """
+
+
+#: Most offset-table entries (all of one call's tables) the renderer writes into the source
+#: as constants (`precomputed`) instead of the call building them each time: at 20 x 16 x 16
+#: building them cost as much as the multiply-adds. Only for calls of at most
+#: `PRECOMPUTED_MAX_WORK` multiply-adds (M N K): beyond, building them costs little.
+PRECOMPUTED_MAX = 1024
+PRECOMPUTED_MAX_WORK = 1 << 17
+
+
+def mixed_radix(extents: Sequence[int], strides: Sequence[int]) -> list[int]:
+    """``out[i] = sum_d strides[d] * digit_d(i)``, the last extent fastest: the offsets
+    ``ocannl_mm_offsets`` builds. Example: ``mixed_radix([2, 3], [10, 1]) == [0, 1, 2, 10,
+    11, 12]``."""
+    out = [0]
+    for e, s in zip(reversed(extents), reversed(strides), strict=True):
+        out = [j * s + o for j in range(e) for o in out]
+    return out
+
+
+def precomputed(d: Sequence[int], has_a2: bool, has_b2: bool) -> list[int] | None:
+    """The call's descriptor `d` (nm, nn, nk, then each symbol's extent and strides; see
+    ``ocannl_mm_runb``) as its offset tables (-1, M, N, K, cn_unit, bn_unit, am [a2m] cm bn
+    [b2n] cn ak [a2k] bk [b2k]), or None beyond `PRECOMPUTED_MAX` entries or
+    `PRECOMPUTED_MAX_WORK` multiply-adds."""
+    counts, widths, pos = d[:3], (3, 3, 4), 3
+    groups: list[list[list[int]]] = []  # per group, per table: the tables' columns
+    for count, width in zip(counts, widths, strict=True):
+        rows = [list(d[pos + i * (1 + width):pos + (i + 1) * (1 + width)]) for i in range(count)]
+        pos += count * (1 + width)
+        groups.append([[r[0] for r in rows], *([r[1 + w] for r in rows] for w in range(width))])
+    sizes = [math.prod(g[0]) for g in groups]
+    used = [(0, 1), (0, 2) if has_a2 else None, (0, 3), (1, 1), (1, 2) if has_b2 else None,
+            (1, 3), (2, 1), (2, 2) if has_a2 else None, (2, 3), (2, 4) if has_b2 else None]
+    wanted = [u for u in used if u is not None]
+    if (sum(sizes[g] for g, _ in wanted) > PRECOMPUTED_MAX
+            or math.prod(sizes) > PRECOMPUTED_MAX_WORK):
+        return None
+    tables = {u: mixed_radix(groups[u[0]][0], groups[u[0]][u[1]]) for u in wanted}
+    cn, bn = tables[(1, 3)], tables[(1, 1)]
+    units = [int(all(t[j] == t[0] + j for j in range(len(t)))) for t in (cn, bn)]
+    return [-1, *sizes, *units, *(x for u in wanted for x in tables[u])]
 
 
 #: Largest packed B panel (bytes) of the small path, 4 MiB: the largest size measured (it was

@@ -344,8 +344,12 @@ class CRenderer:
             out.append("  " * depth + ("#pragma omp for schedule(static)" if self.team else
                                        f"#pragma omp parallel for num_threads({threads}) "
                                        "schedule(static)"))
-        elif self.syntax.inner_loop_pragma and not has_loop(body):
-            out.append("  " * depth + self.syntax.inner_loop_pragma)
+        elif not has_loop(body):
+            if (extent <= self.syntax.tiny_loop and self.syntax.tiny_loop_pragma
+                    and not writes(body)):  # a short sum into a local (no cell written)
+                out.append("  " * depth + self.syntax.tiny_loop_pragma.format(n=extent))
+            if self.syntax.inner_loop_pragma:
+                out.append("  " * depth + self.syntax.inner_loop_pragma)
         out.append("  " * depth + self.syntax.for_header(name, extent))
         outer, self.in_parallel = self.in_parallel, self.in_parallel or par
         self.stmt(body, depth + 1, out)

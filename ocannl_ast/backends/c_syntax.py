@@ -300,6 +300,12 @@ class CSyntax:
     #: a line put before every innermost loop the renderer writes (e.g. ``#pragma GCC
     #: ivdep``); empty for none
     inner_loop_pragma: str = ""
+    #: a line put before an innermost loop of at most `tiny_loop` iterations writing only
+    #: locals (a short sum), ``{n}`` its extent: at -O2 gcc unrolls it first, then vectorizes
+    #: the loop around it (a 2-term dot product per cell was scalar code without); empty for
+    #: none
+    tiny_loop_pragma: str = "#pragma GCC unroll {n}"
+    tiny_loop: int = 3
     #: gcc flags the dialect's source needs (``-fopenmp-simd`` for ``#pragma omp simd``)
     compile_flags: tuple[str, ...] = ()
     # ---- capabilities: what the renderer does beyond spelling each statement ----------

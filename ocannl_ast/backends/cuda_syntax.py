@@ -58,6 +58,7 @@ class CudaSyntax(CSyntax):
     reserved_names: frozenset[str] = CUDA_RESERVED
     contraction_kernels: bool = False  #: one thread per cell instead (`cuda_backend`)
     reorder_loops: bool = False
+    tiny_loop_pragma: str = ""  #: (nvcc unrolls small constant loops itself)
     own_math: bool = False  #: the device math library (expf, ...), not `c_math`
     fusion_limit: int = CONTRACTION_MIN_WORK  #: no contraction kernels: fuse up to 32^3
 

@@ -217,21 +217,25 @@ def fast_caller(routine: Routine) -> FastCall:
         return lambda args, kwargs: False
     if len(routine.static_names) == 1:
         return _one_static_caller(routine)
-    ctx, lock, arrays, n = routine.ctx, routine.ctx.lock, routine.arrays, len(routine.static_names)
+    ctx, arrays, n = routine.ctx, routine.arrays, len(routine.static_names)
+    acquire, release = ctx.lock.acquire, ctx.lock.release
     fn, table, st, failed = compiled.entry()
 
     def fast(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
         statics = _positional(routine, args, kwargs)
         if statics is None:
             return False
-        with lock:
+        acquire()  # (acquire/release: cheaper than `with` here; `try` costs nothing)
+        try:
             if ctx.fast is not routine or compiled.bound is not arrays:
                 return False
             if n:
                 st[0:n] = statics
             code = fn(table, st)
-            if code:
-                raise failed(code)
+        finally:
+            release()
+        if code:
+            raise failed(code)
         return True
 
     return fast
@@ -239,7 +243,8 @@ def fast_caller(routine: Routine) -> FastCall:
 
 def _one_static_caller(routine: Routine) -> FastCall:
     """The commonest routine (a training step over `batch`), most directly."""
-    ctx, lock, arrays, name0 = routine.ctx, routine.ctx.lock, routine.arrays, routine.static_names[0]
+    ctx, arrays, name0 = routine.ctx, routine.arrays, routine.static_names[0]
+    acquire, release = ctx.lock.acquire, ctx.lock.release
     compiled = routine.compiled
     fn, table, st, failed = compiled.entry()
 
@@ -254,13 +259,16 @@ def _one_static_caller(routine: Routine) -> FastCall:
             return False
         if type(v) is not int:
             return False
-        with lock:
+        acquire()
+        try:
             if ctx.fast is not routine or compiled.bound is not arrays:
                 return False
             st[0] = v
             code = fn(table, st)
-            if code:
-                raise failed(code)
+        finally:
+            release()
+        if code:
+            raise failed(code)
         return True
 
     return fast

@@ -39,6 +39,7 @@ static __attribute__((noinline)) int routine_f0(float* restrict img, float* rest
       float l_acc1 = 0.0f;
       for (int64_t i10 = 0; i10 < 2; ++i10) {
         for (int64_t i11 = 0; i11 < 3; ++i11) {
+          #pragma GCC unroll 3
           for (int64_t i12 = 0; i12 < 3; ++i12) {
             l_acc1 = l_acc1 + (img[24*i8 + 12*i11 + 4*i9 + 2*i12 + i10] * kern[6*i11 + 2*i12 + i10]);
           }
