@@ -99,6 +99,16 @@ def c_cache_dir() -> Path:
     return Path(raw) if (raw := _raw("CACHE")) else cache_root() / "c"
 
 
+def object_cache_dir() -> Path | None:
+    """``OCANNL_AST_OBJECT_CACHE``: one directory for the shared objects (the contraction
+    kernel, compiled once per source and flags) of every compile cache, e.g. several
+    ``OCANNL_AST_CACHE`` directories or processes; unset or empty: ``shared/`` inside each
+    routine's cache directory. The objects are named by a digest of their source and flags
+    and checked against their own digests, so sharing them is safe."""
+    raw = _raw("OBJECT_CACHE")
+    return Path(raw) if raw and raw.strip() else None
+
+
 def rewrite_cache_dir() -> Path | None:
     """``OCANNL_AST_REWRITE_CACHE`` (empty, "0" or "off": no cache), else
     ``cache_root()/rewrite``."""
