@@ -9,6 +9,7 @@ libcst (it is imported when parsing starts), so a rewrite-cache hit never loads 
 from __future__ import annotations
 
 import inspect
+import linecache
 import types
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -94,6 +95,30 @@ def read_source(fn: types.FunctionType, decorator: str) -> FunctionSource:
             "created by exec/eval or typed at an interactive prompt cannot be rewritten",
         ) from None
     return FunctionSource("".join(lines), fn.__code__.co_filename, max(first, 1))
+
+
+def key_source(fn: types.FunctionType) -> FunctionSource | None:
+    """The lines of `fn` that its code covers -- its first decorator's line to the last line
+    of its last expression, nested functions included -- read from linecache without
+    tokenizing (`read_source` tokenizes up to the end of the block; the lines past the last
+    expression are comments or blank). The rewrite cache keys on these; None when they
+    cannot be read (then `read_source` reports why)."""
+    code = fn.__code__
+    first, last = code.co_firstlineno, 0
+    codes = [code]
+    while codes:
+        c = codes.pop()
+        for line, end, _, _ in c.co_positions():
+            last = max(last, end or line or 0)
+        codes.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+    linecache.checkcache(code.co_filename)
+    lines = linecache.getlines(code.co_filename, fn.__globals__)
+    if not 1 <= first <= last <= len(lines):
+        return None
+    covered = lines[first - 1 : last]
+    if not any(ln.lstrip().startswith(("def ", "async def ")) for ln in covered):
+        return None  # no code past the decorators (a docstring alone): read the block
+    return FunctionSource("".join(covered), code.co_filename, first)
 
 
 def _leading_ws(line: str) -> str:
