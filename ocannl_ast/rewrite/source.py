@@ -101,8 +101,8 @@ def key_source(fn: types.FunctionType) -> FunctionSource | None:
     """The lines of `fn` that its code covers -- its first decorator's line to the last line
     of its last expression, nested functions included -- read from linecache without
     tokenizing (`read_source` tokenizes up to the end of the block; the lines past the last
-    expression are comments or blank). The rewrite cache keys on these; None when they
-    cannot be read (then `read_source` reports why)."""
+    expression are comments or blank), and the parameters. The rewrite cache keys on
+    these; None when they cannot be read (then `read_source` reports why)."""
     code = fn.__code__
     first, last = code.co_firstlineno, 0
     codes = [code]
@@ -115,10 +115,12 @@ def key_source(fn: types.FunctionType) -> FunctionSource | None:
     lines = linecache.getlines(code.co_filename, fn.__globals__)
     if not 1 <= first <= last <= len(lines):
         return None
-    covered = lines[first - 1 : last]
-    if not any(ln.lstrip().startswith(("def ", "async def ")) for ln in covered):
-        return None  # no code past the decorators (a docstring alone): read the block
-    return FunctionSource("".join(covered), code.co_filename, first)
+    while last < len(lines) and not any(  # no code past the decorators (a docstring
+            ln.lstrip().startswith(("def ", "async def ")) for ln in lines[first - 1 : last]):
+        last += 1  # alone): up to its `def` line, the signature added below
+    signature = (f"\0{code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]}"
+                 f"{code.co_posonlyargcount},{code.co_kwonlyargcount}")
+    return FunctionSource("".join(lines[first - 1 : last]) + signature, code.co_filename, first)
 
 
 def _leading_ws(line: str) -> str:
