@@ -91,18 +91,15 @@ from .tensor.ops.fetch import (
 )
 from .tensor.ops.movement import range_
 from .tensor.ops.pointwise import relu_gate
-from .tensor.pipeline import Options as _Options
-from .tensor.pipeline import close_tensors as _close_tensors
-from .tensor.pipeline import render as _render
 from .tensor.report import summary
 from .tensor.retype import set_precision
-from .tensor.routine import Routine
 from .tensor.schedules import advance_steps, lr_constant, lr_cosine, lr_warmup, step_counter
 from .tensor.seed import set_seed
 from .tensor.train import grad_update, sgd_update
 
 if TYPE_CHECKING:
     from . import init, nn, testing
+    from .tensor.routine import Routine
 
 range = range_  # OCANNL's `range`; the builtin stays reachable as builtins.range
 abs = abs_  # elementwise; the builtins stay reachable as builtins.abs / builtins.round
@@ -114,9 +111,10 @@ cd = _make_decorator("cd", "ocannl_ast.tensor.dsl")
 
 def infer_shapes(*tensors: Tensor) -> None:
     """Close the shapes of these tensors (and everything they depend on) now."""
-    _validate.check_tensors("infer_shapes", "tensors", tensors)
+    from .tensor.pipeline import close_tensors
 
-    _close_tensors(tensors, dependencies=True)
+    _validate.check_tensors("infer_shapes", "tensors", tensors)
+    close_tensors(tensors, dependencies=True)
 
 
 def eval(tensor: Tensor, *, ctx: Context | None = None, backend: str = "c",
@@ -162,11 +160,14 @@ def _context(ctx: Context | None, backend: str, precision: str | None) -> Contex
 
 def render(code: Any, *, backend: str = "c", precision: str = "float32") -> str:
     """The C (or CUDA) source that compiling `code` would build; needs no GPU."""
+    from .tensor.pipeline import Options
+    from .tensor.pipeline import render as render_code
+
     render_backend = _validate.backend(backend, precision)
     held = frozenset(_user_held())
-    return _render(_as_code(code), render_backend,
-                   _Options("routine", _Precision(precision), keep=held,
-                            fusion_limit=render_backend.fusion_limit))
+    return render_code(_as_code(code), render_backend,
+                       Options("routine", _Precision(precision), keep=held,
+                               fusion_limit=render_backend.fusion_limit))
 
 
 __all__ = [
@@ -271,12 +272,16 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    """`oc.nn`, `oc.init` and `oc.testing` are imported on first use (keeps `import
-    ocannl_ast` fast)."""
+    """`oc.nn`, `oc.init`, `oc.testing` and `oc.Routine` (the compile pipeline's module)
+    are imported on first use (keeps `import ocannl_ast` fast)."""
     if name in ("nn", "init", "testing"):
         return _importlib.import_module(f"{__name__}.{name}")
+    if name == "Routine":
+        from .tensor.routine import Routine
+
+        return Routine
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), "nn", "init", "testing"})
+    return sorted({*globals(), "nn", "init", "testing", "Routine"})

@@ -6,6 +6,7 @@ cell takes effect for the next compile. No other module reads `os.environ`.
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
@@ -99,10 +100,25 @@ def c_cache_dir() -> Path:
     return Path(raw) if (raw := _raw("CACHE")) else cache_root() / "c"
 
 
+def object_cache_dir() -> Path | None:
+    """``OCANNL_AST_OBJECT_CACHE``: one directory for the shared objects (the contraction
+    kernel, compiled once per source and flags) of every compile cache, e.g. several
+    ``OCANNL_AST_CACHE`` directories or processes; unset or empty: ``shared/`` inside each
+    routine's cache directory. The objects are named by a digest of their source and flags
+    and checked against their own digests, so sharing them is safe."""
+    raw = _raw("OBJECT_CACHE")
+    return Path(raw) if raw and raw.strip() else None
+
+
 def rewrite_cache_dir() -> Path | None:
     """``OCANNL_AST_REWRITE_CACHE`` (empty, "0" or "off": no cache), else
-    ``cache_root()/rewrite``."""
-    own = _raw("REWRITE_CACHE")
+    ``cache_root()/rewrite`` (the path is built once per value of the variables it reads:
+    every decorated function asks at import)."""
+    return _rewrite_cache_dir(_raw("REWRITE_CACHE"), _raw("CACHE"), os.environ.get("HOME"))
+
+
+@functools.lru_cache(maxsize=8)
+def _rewrite_cache_dir(own: str | None, _cache: str | None, _home: str | None) -> Path | None:
     if own is not None:
         return None if own.strip().lower() in ("", "0", "off") else Path(own)
     return cache_root() / "rewrite"

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Creates .venv (once) and installs the package with its test, cuda, examples and dist extras
+# Creates .venv (once) and installs the package with its test (pytest, pytest-xdist: the
+# suite runs in one worker per CPU, see scripts/test.sh), cuda, examples and dist extras
 # (examples: scikit-learn for the digits data set, matplotlib for the plots; dist: mpi4py and
 # the Open MPI wheels, ~21 MB, for ocannl_ast.distributed) into it
 # (cuda: cuda-python + the NVRTC wheel, ~250 MB; the NVRTC tests need no GPU), and the CPU

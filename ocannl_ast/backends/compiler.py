@@ -186,9 +186,10 @@ _OBJECTS_BUILDING: dict[Path, concurrent.futures.Future[None]] = {}
 
 def object_path(directory: Path, source: str, flags: Sequence[str]) -> Path:
     """Where the object file of the shared unit `source` compiled with `flags` is cached:
-    ``shared/ocannl_shared-<key>.o`` below `directory` (beside it its source ``.c`` and its
-    digest ``.json``)."""
-    return directory / "shared" / f"ocannl_shared-{cache_key(source, flags)[:32]}.o"
+    ``shared/ocannl_shared-<key>.o`` below `directory`, or in ``$OCANNL_AST_OBJECT_CACHE``
+    when set (beside it its source ``.c`` and its digest ``.json``)."""
+    base = config.object_cache_dir() or directory / "shared"
+    return base / f"ocannl_shared-{cache_key(source, flags)[:32]}.o"
 
 
 def _object_ready(path: Path) -> bool:

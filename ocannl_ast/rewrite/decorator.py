@@ -21,7 +21,7 @@ from ocannl_ast import config
 from ocannl_ast.errors import DslSyntaxError, Span, user_span
 from ocannl_ast.rewrite import cache
 from ocannl_ast.rewrite.contract import OC, REDUCER_ACCUM, SPANS
-from ocannl_ast.rewrite.source import check_function, read_source, unreadable
+from ocannl_ast.rewrite.source import check_function, key_source, read_source, unreadable
 
 F = TypeVar("F", bound=Callable[..., Any])
 Kind = Literal["op", "cd"]
@@ -132,14 +132,16 @@ def _compiled(fn: types.FunctionType, kind: str) -> tuple[types.CodeType, tuple[
     cached = _CACHE.get(key)
     if cached is not None:
         return cached
-    source = read_source(fn, kind)
-    disk_key = cache.entry_key(source.text, source.filename, source.first_line, kind,
+    # keyed on the lines the code covers (no tokenizing: a warm import reads no more);
+    # a miss reads the whole block for the rewriter
+    keyed = key_source(fn) or read_source(fn, kind)
+    disk_key = cache.entry_key(keyed.text, keyed.filename, keyed.first_line, kind,
                                fn.__qualname__, fn.__name__, code.co_freevars, code.co_flags)
     found = cache.load(disk_key) if disk_key is not None else None
     if found is None:
         from ocannl_ast.rewrite import rewriter
 
-        found = rewriter.rewrite_function(fn, source, kind)
+        found = rewriter.rewrite_function(fn, read_source(fn, kind), kind)
         if disk_key is not None:
             cache.store(disk_key, *found)
     _CACHE[key] = found

@@ -9,6 +9,7 @@ libcst (it is imported when parsing starts), so a rewrite-cache hit never loads 
 from __future__ import annotations
 
 import inspect
+import linecache
 import types
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -94,6 +95,32 @@ def read_source(fn: types.FunctionType, decorator: str) -> FunctionSource:
             "created by exec/eval or typed at an interactive prompt cannot be rewritten",
         ) from None
     return FunctionSource("".join(lines), fn.__code__.co_filename, max(first, 1))
+
+
+def key_source(fn: types.FunctionType) -> FunctionSource | None:
+    """The lines of `fn` that its code covers -- its first decorator's line to the last line
+    of its last expression, nested functions included -- read from linecache without
+    tokenizing (`read_source` tokenizes up to the end of the block; the lines past the last
+    expression are comments or blank), and the parameters. The rewrite cache keys on
+    these; None when they cannot be read (then `read_source` reports why)."""
+    code = fn.__code__
+    first, last = code.co_firstlineno, 0
+    codes = [code]
+    while codes:
+        c = codes.pop()
+        for line, end, _, _ in c.co_positions():
+            last = max(last, end or line or 0)
+        codes.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+    linecache.checkcache(code.co_filename)
+    lines = linecache.getlines(code.co_filename, fn.__globals__)
+    if not 1 <= first <= last <= len(lines):
+        return None
+    while last < len(lines) and not any(  # no code past the decorators (a docstring
+            ln.lstrip().startswith(("def ", "async def ")) for ln in lines[first - 1 : last]):
+        last += 1  # alone): up to its `def` line, the signature added below
+    signature = (f"\0{code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]}"
+                 f"{code.co_posonlyargcount},{code.co_kwonlyargcount}")
+    return FunctionSource("".join(lines[first - 1 : last]) + signature, code.co_filename, first)
 
 
 def _leading_ws(line: str) -> str:

@@ -15,7 +15,7 @@ import threading
 import warnings
 import weakref
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -23,26 +23,16 @@ from .. import naming
 from ..errors import ArgumentError, BackendError, CheckpointError, RuntimeDataError, user_span
 from ..infer.padding import Margins
 from ..lowering import assignments as A
-from ..lowering.arena import SCRATCH_ID, scratch_span
-from ..lowering.asgn_analysis import Lifetimes, lifetimes
 from ..lowering.loop_ir import Buffer, LoopProgram, Precision, cell_elems, storage
-from . import (
-    checkpoint,
-    half,
-    holdings,
-    id_checks,
-    memory,
-    pipeline,
-    precisions,
-    schedules,
-    validate,
-    views,
-)
+from . import half, id_checks, precisions, schedules, validate, views
 from .escape import user_held
-from .initialization import init_order, init_plan
-from .memory import MemoryReport
 from .node import Code, NodeKind, NodeRef, OpRecord, Tensor, buffer_id, concat, node_owner
-from .routine import Routine
+
+if TYPE_CHECKING:  # the compile-time modules load at a context's first use of them
+    from ..lowering.asgn_analysis import Lifetimes
+    from . import checkpoint, pipeline
+    from .memory import MemoryReport
+    from .routine import Routine
 
 _defaults_lock = threading.Lock()
 _defaults: dict[tuple[str, str], Context] = {}
@@ -137,6 +127,7 @@ class Context:
     def array(self, buf: Buffer) -> np.ndarray:
         """The host array of a buffer (margins included). A buffer set or read before its
         padding margins were frozen is re-laid out, keeping its logical values."""
+        from ..lowering.arena import scratch_span
         with self.lock:
             span = scratch_span(buf.id)
             if span is not None:
@@ -159,6 +150,7 @@ class Context:
         """An arena's array: cells `start` to `start + cells` of the one scratch block of
         every routine here (`lowering.arena.arena_id`), grown when a routine needs more
         (routines then re-bind theirs)."""
+        from ..lowering.arena import SCRATCH_ID
         block = self.arrays.get(SCRATCH_ID)
         if block is None or block.size < start + cells:
             if block is not None:
@@ -172,6 +164,7 @@ class Context:
 
     def get(self, x: Tensor | NodeRef) -> np.ndarray:
         """A copy of a tensor's value (or `t.grad`), axes batch, output, input."""
+        from . import pipeline
         validate.check_tensor("Context.get", "tensor", x, refs=True)
         ref = _ref_of(x)
         with self.lock:
@@ -199,6 +192,7 @@ class Context:
 
     def set(self, x: Tensor | NodeRef, values: Any) -> None:
         """Set a tensor's value from host data of its exact dims."""
+        from . import pipeline
         validate.set_args(x, values)
         ref = _ref_of(x)
         with self.lock:
@@ -237,6 +231,7 @@ class Context:
     def eval(self, tensor: Tensor) -> np.ndarray:
         """Run the tensor's forward code here, with this context's current params (first
         initializing only those not yet initialized), and return its value."""
+        from . import holdings, pipeline
         with self.lock:
             if tensor.id not in self._evals:
                 code = tensor.forward_all()
@@ -269,6 +264,8 @@ class Context:
 
     def _compile(self, code: Any, name: str, content_named: bool,
                  keep: Sequence[Tensor | NodeRef] = ()) -> Routine:
+        from . import holdings
+        from .routine import Routine
         prepare = getattr(self.backend, "prepare", None)  # an optional backend hook
         if prepare is not None:
             prepare(self.precision)  # the C backend starts building its kernel meanwhile
@@ -305,6 +302,7 @@ class Context:
         of the routines compiled in it; `tensor.holdings`) to a safetensors file keyed by
         `tensor.name`; the write is atomic (`tensor.checkpoint`).
         Example: ``ctx.save("model.safetensors")``."""
+        from . import checkpoint, holdings
         target = checkpoint.path_arg("save", path)
         with self.lock:
             held = {self.name_of(t): t for t in self.holdings.values()}
@@ -320,6 +318,7 @@ class Context:
         not match its digest, is an `oc.CheckpointError` naming it, and nothing changes; a
         file without digests loads with a warning. Compile the routines first; loaded
         tensors are not re-initialized. Example: ``ctx.load("model.safetensors")``."""
+        from . import checkpoint, holdings
         source = checkpoint.path_arg("load", path)
         if by not in holdings.BY:
             validate.fail(ArgumentError, f"Context.load: by must be one of {holdings.BY}, "
@@ -350,6 +349,8 @@ class Context:
                 content_named: bool = False) -> pipeline.Lowered:
         """The pipeline's output for `code`, keeping what this context must keep and the
         buffers in `keep` (named `name`, or `name_<digest>` when `content_named`)."""
+        from ..lowering.asgn_analysis import lifetimes
+        from . import pipeline
         opts = pipeline.Options(name, self.precision, content_named=content_named,
                                 keep=frozenset(self.escaping) | keep,
                                 no_fold=frozenset(self.user_set),
@@ -363,6 +364,7 @@ class Context:
     def memory_report(self) -> MemoryReport:
         """The bytes this context's buffers hold, against what an allocator by liveness
         needs (`tensor.memory`). Example: ``print(ctx.memory_report())``."""
+        from . import memory
         with self.lock:
             for name, asgn in self._unmeasured.items():
                 self.lifetimes[name] = lifetimes(asgn)
@@ -381,6 +383,7 @@ class Context:
         """Record what the pipeline decided for a routine compiled here: its buffers'
         layout (fixed from now on: they are allocated), its projections (reused by later
         compilations), the buffers it computes inline and the constants it folded."""
+        from . import holdings
         self.layout.update(out.layout)
         self.projections.update(out.projections)
         self.carried |= holdings.carried(out.asgn)
@@ -422,6 +425,7 @@ class Context:
         """Initialize the held-out tensors not yet initialized in this context, after
         whatever their initializers read (a param initialized from another param or from
         constant data). Terms (data the caller sets) are left to the routine's read check."""
+        from .initialization import init_order, init_plan
         with self.lock:
             todo = init_order(tensors, self.initialized)
             if not todo:

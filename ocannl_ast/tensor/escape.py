@@ -7,6 +7,7 @@ may be virtualized. Input: the call stack at compile time. Output: buffer ids.
 
 from __future__ import annotations
 
+import functools
 import sys
 import sysconfig
 from collections.abc import Iterator
@@ -18,9 +19,12 @@ from .node import NodeRef, Tensor, buffer_ids
 _LIBRARY = "ocannl_ast"
 
 
-#: installed code (the standard library, site-packages): its frames hold no user tensors
-_INSTALLED = tuple({p for k in ("stdlib", "platstdlib", "purelib", "platlib")
-                    if (p := sysconfig.get_paths().get(k))})
+@functools.cache
+def _installed() -> tuple[str, ...]:
+    """Installed code (the standard library, site-packages): its frames hold no user
+    tensors (read at the first compile, not at import)."""
+    return tuple({p for k in ("stdlib", "platstdlib", "purelib", "platlib")
+                  if (p := sysconfig.get_paths().get(k))})
 
 
 def user_held() -> set[int]:
@@ -50,7 +54,7 @@ def _is_user(frame: FrameType) -> bool:
     if name == _LIBRARY or name.startswith(_LIBRARY + "."):
         return False
     path = frame.f_code.co_filename
-    return not (path.startswith("<frozen") or path.startswith(_INSTALLED))
+    return not path.startswith(("<frozen", *_installed()))
 
 
 def _tensors(v: Any, depth: int) -> Iterator[Tensor]:

@@ -10,7 +10,6 @@ import numpy as np
 
 from . import validate
 from .node import Tensor
-from .pipeline import close_tensors
 
 
 def summary(t: Tensor) -> str:
@@ -20,6 +19,8 @@ def summary(t: Tensor) -> str:
     Example: ``print(oc.summary(loss))``.
     """
     validate.check_tensor("summary", "t", t)
+    from .pipeline import close_tensors  # compile-time module: loaded on first use
+
     close_tensors([t], dependencies=True)
     rows = [(_name(p), p.shape.describe(), int(np.prod(p.dims()))) for p in t.params()]
     head = ("param", "shape", "elements")

@@ -24,8 +24,9 @@ HOISTED = "hoisted outside its"
 Outputs = tuple[list[np.ndarray], str]  # values and the rendered C of the routine
 
 
-def _run(code: object, ctx: oc.Context, *, calls: int = 1, **static: int) -> str:
-    src = oc.render(code, precision=ctx.precision.value)
+def _run(code: object, ctx: oc.Context, *, calls: int = 1, render: bool = True,
+         **static: int) -> str:
+    src = oc.render(code, precision=ctx.precision.value) if render else ""
     step = ctx.compile(code)
     for _ in range(calls):
         step(**static)
@@ -53,8 +54,8 @@ def moons(batch: int = 12, hidden: int = 8, precision: str = "float32") -> Outpu
     ctx = oc.Context(precision=precision)
     code = [oc.grad_update(loss), oc.sgd_update(loss, learning_rate=0.1, momentum=0.9)]
     src = ""
-    for i in range(3):
-        src = _run(code, ctx, batch=i)
+    for i in range(3):  # the same code each step: rendered once
+        src = _run(code, ctx, batch=i, render=i == 2) or src
     return [ctx.get(p) for p in ps] + [ctx.get(loss)], src
 
 

@@ -35,10 +35,45 @@ def objects(cache: Path) -> list[Path]:
     return sorted((cache / "shared").glob("*.o"))
 
 
+@pytest.fixture(autouse=True)
+def _objects_in_each_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Objects in each cache's own ``shared/`` (the suite's conftest shares one object
+    directory between caches, ``OCANNL_AST_OBJECT_CACHE``: unset here)."""
+    monkeypatch.delenv("OCANNL_AST_OBJECT_CACHE", raising=False)
+
+
 @pytest.fixture
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("OCANNL_AST_CACHE", str(tmp_path))
     return tmp_path
+
+
+def test_object_cache_shared_by_two_caches(tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """``OCANNL_AST_OBJECT_CACHE``: the kernel object is compiled once into that directory
+    and linked from there into the routines of two other caches; same numbers."""
+    objects_dir = tmp_path / "objects"
+    monkeypatch.setenv("OCANNL_AST_OBJECT_CACHE", str(objects_dir))
+    monkeypatch.setenv("OCANNL_AST_CACHE", str(tmp_path / "one"))
+    got, want = product(1.0)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    (obj,) = objects_dir.glob("*.o")
+    runs: list[list[str]] = []
+    real = compiler._run_gcc
+
+    def counting(cmd: list[str]) -> subprocess.CompletedProcess[str]:
+        runs.append(cmd)
+        return real(cmd)
+
+    monkeypatch.setattr(compiler, "_run_gcc", counting)
+    monkeypatch.setenv("OCANNL_AST_CACHE", str(tmp_path / "two"))
+    got, want = product(4.0)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    assert runs and not any(str(obj.with_suffix(".c")) in r for r in runs)  # not compiled
+    assert any(str(obj) in r for r in runs)  # linked from the shared directory
+    assert list(objects_dir.glob("*.o")) == [obj]
+    assert list((tmp_path / "two").glob("*.so")) and not (tmp_path / "two" / "shared").exists()
+    assert not (tmp_path / "one" / "shared").exists()
 
 
 def test_kernel_compiled_once_and_linked(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -32,7 +32,7 @@ from ocannl_ast.lowering.loop_ir import (
     UnOp,
     index_of,
 )
-from ocannl_ast.tensor.context import MemoryReport
+from ocannl_ast.tensor.memory import MemoryReport
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is not installed")
 
