@@ -349,7 +349,6 @@ class Context:
                 content_named: bool = False) -> pipeline.Lowered:
         """The pipeline's output for `code`, keeping what this context must keep and the
         buffers in `keep` (named `name`, or `name_<digest>` when `content_named`)."""
-        from ..lowering.asgn_analysis import lifetimes
         from . import pipeline
         opts = pipeline.Options(name, self.precision, content_named=content_named,
                                 keep=frozenset(self.escaping) | keep,
@@ -364,6 +363,7 @@ class Context:
     def memory_report(self) -> MemoryReport:
         """The bytes this context's buffers hold, against what an allocator by liveness
         needs (`tensor.memory`). Example: ``print(ctx.memory_report())``."""
+        from ..lowering.asgn_analysis import lifetimes
         from . import memory
         with self.lock:
             for name, asgn in self._unmeasured.items():
