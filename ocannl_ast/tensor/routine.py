@@ -5,6 +5,9 @@ Code and the context (`Host`). Output: a callable running the compiled code."""
 
 from __future__ import annotations
 
+import functools
+import keyword
+import linecache
 import operator
 import threading
 from collections.abc import Callable, Sequence
@@ -22,8 +25,8 @@ from .pipeline import Lowered
 if TYPE_CHECKING:
     from ..backends.protocol import Backend, CompiledRoutine
 
-#: ``fast(args, kwargs) -> bool``: ran the routine without checks (see `fast_caller`)
-FastCall = Callable[[tuple[Any, ...], dict[str, Any]], bool]
+#: ``fast(*statics) -> bool``: ran the routine without checks (see `fast_caller`)
+FastCall = Callable[..., bool]
 
 
 class Host(Protocol):
@@ -92,13 +95,14 @@ class Routine:
         self._by_name: Any = ((lambda kw: (getter(kw),)) if len(self._names) == 1 else getter)
         self._ready = False  # every input had a value at a call that ran (stays true)
         self.arrays: tuple[np.ndarray, ...] = ()
-        self._fast: FastCall = lambda args, kwargs: False  # see `fast_caller`
+        self._fast: FastCall = _never  # see `fast_caller`
         self._arrays_epoch = -1  # the ctx.arrays_epoch `arrays` were taken at
         compiled.share_lock(self.ctx.lock)  # bound once (`_refresh`), then run
         self._run = compiled.run_bound
         if self.ctx.fast is self:
             self.ctx.fast = None
         self._refresh()
+        self.__class__ = _call_class(self._names)
 
     @property
     def stale(self) -> bool:
@@ -137,12 +141,20 @@ class Routine:
                 for s, v in zip(self.prog.static_args, vals, strict=True)]
 
     def __call__(self, *args: int, **kwargs: int) -> None:
+        statics = _positional(self, args, kwargs)
+        if statics is not None and self._fast_call(statics):
+            return
+        self._call(args, kwargs)
+
+    def _fast_call(self, statics: tuple[int, ...]) -> bool:
         try:
-            if self._fast(args, kwargs):
-                return
+            return self._fast(*statics)
         except OverflowError:  # a static beyond int64: nothing ran
-            self._statics(args, dict(kwargs))
+            self._statics(statics, {})
             raise
+
+    def _call(self, args: tuple[int, ...], kwargs: dict[str, int]) -> None:
+        """The checked way (validates the statics and explains what is wrong)."""
         statics = self._named(args, kwargs) if kwargs else args
         with self.ctx.lock:
             self._checked_run(self._statics(statics, {}))
@@ -201,69 +213,55 @@ class Routine:
 
 # ---- the fast path ------------------------------------------------------------------------
 #
-# `fast_caller(routine)` builds ``fast(args, kwargs) -> bool`` once per binding of the
-# routine's arrays. It runs the routine and returns True when the call can skip every
-# check: the static arguments are exactly the routine's, as Python ints (positional, or all
-# by name), the routine is the context's `fast` one, and its compiled code (every backend
-# binds: `backends.protocol.CompiledRoutine`) is still bound to these arrays. Otherwise it returns False having run
-# nothing, and the caller goes the checked way (which validates and explains). A static
-# beyond int64 raises OverflowError before anything runs. Closure variables, not
-# attributes: this is the hot path of a training loop, a few hundred nanoseconds.
+# `fast_caller(routine)` builds ``fast(*statics) -> bool`` once per binding of the routine's
+# arrays. It runs the routine and returns True when the call can skip every check: the
+# routine is the context's `fast` one and its compiled code (every backend binds:
+# `backends.protocol.CompiledRoutine`) is still bound to these arrays. Otherwise it returns
+# False having run nothing, and the caller goes the checked way (which validates and
+# explains). A static beyond int64 raises OverflowError before anything runs. Closure
+# variables, not attributes: this is the hot path of a training loop, a few hundred
+# nanoseconds.
+#
+# The caller checks that the statics are exactly the routine's, as Python ints. A routine
+# whose statics have plain names is an instance of a subclass (`_call_class`) whose
+# ``__call__`` takes them as keyword-only parameters: ``step(batch=i)`` then binds `batch`
+# without building a dict of keywords, the commonest call of a training loop.
+
+def _never(*statics: int) -> bool:
+    return False
+
 
 def fast_caller(routine: Routine) -> FastCall:
-    """The fast path of `routine` over its current arrays (see the module docstring)."""
+    """The fast path of `routine` over its current arrays (see the comment above)."""
     compiled = routine.compiled
     if compiled.bound is not routine.arrays:
-        return lambda args, kwargs: False
-    if len(routine.static_names) == 1:
-        return _one_static_caller(routine)
+        return _never
     ctx, arrays, n = routine.ctx, routine.arrays, len(routine.static_names)
     acquire, release = ctx.lock.acquire, ctx.lock.release
     fn, table, st, failed = compiled.entry()
+    if n == 1:
+        def fast_one(v: int) -> bool:  # the commonest routine: a training step over `batch`
+            acquire()  # (acquire/release: cheaper than `with` here; `try` costs nothing)
+            try:
+                if ctx.fast is not routine or compiled.bound is not arrays:
+                    return False
+                st[0] = v
+                code = fn(table, st)
+            finally:
+                release()
+            if code:
+                raise failed(code)
+            return True
 
-    def fast(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-        statics = _positional(routine, args, kwargs)
-        if statics is None:
-            return False
-        acquire()  # (acquire/release: cheaper than `with` here; `try` costs nothing)
+        return fast_one
+
+    def fast(*statics: int) -> bool:
+        acquire()
         try:
             if ctx.fast is not routine or compiled.bound is not arrays:
                 return False
             if n:
                 st[0:n] = statics
-            code = fn(table, st)
-        finally:
-            release()
-        if code:
-            raise failed(code)
-        return True
-
-    return fast
-
-
-def _one_static_caller(routine: Routine) -> FastCall:
-    """The commonest routine (a training step over `batch`), most directly."""
-    ctx, arrays, name0 = routine.ctx, routine.arrays, routine.static_names[0]
-    acquire, release = ctx.lock.acquire, ctx.lock.release
-    compiled = routine.compiled
-    fn, table, st, failed = compiled.entry()
-
-    def fast(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-        if kwargs:
-            if args or len(kwargs) != 1 or name0 not in kwargs:
-                return False
-            v = kwargs[name0]
-        elif len(args) == 1:
-            v = args[0]
-        else:
-            return False
-        if type(v) is not int:
-            return False
-        acquire()
-        try:
-            if ctx.fast is not routine or compiled.bound is not arrays:
-                return False
-            st[0] = v
             code = fn(table, st)
         finally:
             release()
@@ -286,3 +284,50 @@ def _positional(routine: Routine, args: tuple[Any, ...], kwargs: dict[str, Any]
     if len(statics) != len(names) or any(type(v) is not int for v in statics):
         return None
     return statics
+
+
+_NO: Any = object()  # a static not passed by name
+
+
+@functools.cache
+def _call_class(names: tuple[str, ...]) -> type[Routine]:
+    """`Routine` with a ``__call__`` taking `names` as keyword-only parameters (see the
+    comment above), or `Routine` itself where a name cannot be a Python parameter."""
+    if len(set(names)) != len(names) or any(
+            not n.isidentifier() or keyword.iskeyword(n) or n.startswith("_r_") for n in names):
+        return Routine
+    n = len(names)
+    ints = " and ".join(f"_r_type({v}) is _r_int" for v in names) or "True"
+    pos = " and ".join([f"_r_len(_r_args) == {n}"]
+                       + [f"{v} is _r_NO" for v in names]
+                       + [f"_r_type(_r_args[{k}]) is _r_int" for k in range(n)])
+    named = ", ".join(f"({v!r}, {v})" for v in names)
+    src = f"""\
+def __call__(_r_self, *_r_args, {"".join(f"{v}=_r_NO, " for v in names)}**_r_kwargs):
+    if not _r_kwargs:
+        if not _r_args:
+            if {ints}:
+                try:
+                    if _r_self._fast({", ".join(names)}):
+                        return
+                except _r_Overflow:
+                    _r_self._statics([{", ".join(names)}], {{}})
+                    raise
+        elif {pos}:
+            if _r_self._fast_call(_r_args):
+                return
+    _r_kw = {{_r_k: _r_v for _r_k, _r_v in ({named}{"," if n == 1 else ""}) if _r_v is not _r_NO}}
+    _r_kw.update(_r_kwargs)
+    _r_self._call(_r_args, _r_kw)
+"""
+    scope: dict[str, Any] = {"_r_NO": _NO, "_r_type": type, "_r_int": int, "_r_len": len,
+                             "_r_Overflow": OverflowError}
+    # named inside this package, so that errors locate the user's call, not this code
+    fname = f"{__file__}<call{names}>"
+    linecache.cache[fname] = (len(src), None, src.splitlines(True), fname)  # for tracebacks
+    exec(compile(src, fname, "exec"), scope)  # noqa: S102
+    call = scope["__call__"]
+    call.__qualname__ = "Routine.__call__"
+    call.__doc__ = Routine.__call__.__doc__
+    return type("Routine", (Routine,), {"__call__": call, "__slots__": (),
+                                        "__module__": Routine.__module__})
