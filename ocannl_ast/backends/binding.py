@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -49,18 +49,24 @@ class BoundRoutine:
 
     def __call__(self, arrays: Sequence[np.ndarray], static_args: Sequence[int] = ()) -> None:
         if len(arrays) != len(self._sizes) or len(static_args) != self._n_static:
-            raise BackendError(
-                f"routine {self.name} takes {len(self._sizes)} arrays and {self._n_static} "
-                f"static ints, got {len(arrays)} and {len(static_args)}"
-            )
+            self._wrong_counts(arrays, static_args)
         with self._lock:
             if arrays is not self.bound and not self._same_as_bound(arrays):
                 self._bind(arrays)
             try:
                 self.run_bound(static_args)
             except (TypeError, OverflowError):
-                raise BackendError(f"routine {self.name}: static arguments must be 64-bit "
-                                   f"ints, got {list(static_args)!r}") from None
+                raise self._bad_statics(static_args) from None
+
+    def _wrong_counts(self, arrays: Sequence[np.ndarray], static_args: Sequence[int]) -> NoReturn:
+        raise BackendError(
+            f"routine {self.name} takes {len(self._sizes)} arrays and {self._n_static} "
+            f"static ints, got {len(arrays)} and {len(static_args)}"
+        )
+
+    def _bad_statics(self, static_args: Sequence[int]) -> BackendError:
+        return BackendError(f"routine {self.name}: static arguments must be 64-bit ints, got "
+                            f"{list(static_args)!r}")
 
     def bind(self, arrays: Sequence[np.ndarray]) -> None:
         """Check `arrays` (never let a routine touch a wrong one) and make them the bound

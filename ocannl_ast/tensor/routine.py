@@ -124,6 +124,9 @@ class Routine:
             self.arrays = tuple(self.ctx.array(b) for b in self.prog.buffers)
         self.compiled.bind(self.arrays)
         self._fast = fast_caller(self)
+        c = self.compiled
+        self._direct: tuple[Any, ...] | None = None if c.bound is not self.arrays else (
+            self.ctx.lock.acquire, self.ctx.lock.release, self.ctx, c, self.arrays, *c.entry())
         self._arrays_epoch = self.ctx.arrays_epoch
 
     def _statics(self, args: tuple[int, ...], kwargs: dict[str, int]) -> list[int]:
@@ -302,17 +305,31 @@ def _call_class(names: tuple[str, ...]) -> type[Routine]:
                        + [f"{v} is _r_NO" for v in names]
                        + [f"_r_type(_r_args[{k}]) is _r_int" for k in range(n)])
     named = ", ".join(f"({v!r}, {v})" for v in names)
+    stores = "\n".join(f"{' ' * 28}_r_st[{k}] = {v}" for k, v in enumerate(names)) or \
+        f"{' ' * 28}pass"
     src = f"""\
 def __call__(_r_self, *_r_args, {"".join(f"{v}=_r_NO, " for v in names)}**_r_kwargs):
     if not _r_kwargs:
         if not _r_args:
             if {ints}:
-                try:
-                    if _r_self._fast({", ".join(names)}):
+                _r_d = _r_self._direct
+                if _r_d is not None:  # `fast_caller`'s fast path, inline
+                    _r_acq, _r_rel, _r_ctx, _r_comp, _r_arr, _r_fn, _r_tab, _r_st, _r_fail = _r_d
+                    _r_code = None
+                    _r_acq()
+                    try:
+                        if _r_ctx.fast is _r_self and _r_comp.bound is _r_arr:
+{stores}
+                            _r_code = _r_fn(_r_tab, _r_st)
+                    except _r_Overflow:  # a static beyond int64: nothing ran
+                        _r_self._statics([{", ".join(names)}], {{}})
+                        raise
+                    finally:
+                        _r_rel()
+                    if _r_code is not None:
+                        if _r_code:
+                            raise _r_fail(_r_code)
                         return
-                except _r_Overflow:
-                    _r_self._statics([{", ".join(names)}], {{}})
-                    raise
         elif {pos}:
             if _r_self._fast_call(_r_args):
                 return
