@@ -64,7 +64,9 @@ _KERNEL = r"""
 /* Largest B panel (bytes) of the small path when K spans several blocks (B is then re-read
    per K block and row strip: measured slower than the blocked path at 1024^3, faster at
    512 x 64 x 512 and 256^3) */
+#ifndef OCK_SMALL_DEEP
 #define OCK_SMALL_DEEP 524288
+#endif
 /* Most bytes of products of A with a third factor the small path computes at once (a
    larger A goes in strips of rows) */
 #ifndef OCK_A2_PACK

@@ -110,3 +110,27 @@ def test_a_routine_is_still_a_routine() -> None:
     _, step, _ = _accumulating_step("batch")
     assert isinstance(step, oc.Routine)
     assert type(step).__name__ == "Routine"
+
+
+def test_threads_sharing_a_routine_lose_no_update() -> None:
+    """Calls are serialized per context: two threads running the same accumulating step
+    (fast path and checked path interleaved by `ctx.get`) add every row exactly once."""
+    import threading
+
+    ctx, step, acc = _accumulating_step("batch")
+    step(batch=0)
+    calls = 300
+
+    def work(k: int) -> None:
+        for i in range(calls):
+            step(batch=(i + k) % 4)
+            if i % 50 == 0:
+                ctx.get(acc)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    want = _want((0,), *[((i + k) % 4,) for k in range(2) for i in range(calls)])
+    np.testing.assert_array_equal(ctx.get(acc), want)
