@@ -70,7 +70,7 @@ def _make(cls: type[T], eq: bool) -> type[T]:
     if doc is None:
         new.__doc__ = f"{new.__name__}({', '.join(names)})"
     if "__init__" not in own:
-        new.__init__ = _init(new, fields)
+        new.__init__ = _first_init(new, fields)
     if "__repr__" not in own:
         new.__repr__ = _repr(tuple(f.name for f in fields if f.repr))
     if eq and "__eq__" not in own:
@@ -108,6 +108,44 @@ def _fast_path_applies(cls: type) -> bool:
                 or value.default_factory is not dataclasses.MISSING):
             return False
     return True
+
+
+def _first_init(cls: Any, fields: tuple[dataclasses.Field[Any], ...]
+                ) -> Callable[..., None]:
+    """A stand-in `__init__` that compiles the real one at the class's first instance and
+    puts it in its place (most records of a process are never built: no compile for them).
+    `inspect.signature` reads the real one's through `__wrapped__`."""
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        _installed_init(cls, fields)(self, *args, **kwargs)
+    __init__.__qualname__ = f"{cls.__qualname__}.__init__"
+    __init__.__wrapped__ = _InitSignature(cls, fields)  # type: ignore[attr-defined]
+    return __init__
+
+
+def _installed_init(cls: Any, fields: tuple[dataclasses.Field[Any], ...]
+                    ) -> Callable[..., None]:
+    init = cls.__dict__["__init__"]
+    if isinstance(getattr(init, "__wrapped__", None), _InitSignature):
+        init = cls.__init__ = _init(cls, fields)
+    return init  # type: ignore[no-any-return]
+
+
+class _InitSignature:
+    """What a stand-in `__init__` wraps: asking for its signature compiles the real one."""
+
+    __slots__ = ("cls", "fields")
+
+    def __init__(self, cls: type, fields: tuple[dataclasses.Field[Any], ...]) -> None:
+        self.cls, self.fields = cls, fields
+
+    def __call__(self, *args: Any, **kwargs: Any) -> None:
+        _installed_init(self.cls, self.fields)(*args, **kwargs)
+
+    @property
+    def __signature__(self) -> Any:
+        import inspect
+
+        return inspect.signature(_installed_init(self.cls, self.fields))
 
 
 def _init(cls: type, fields: tuple[dataclasses.Field[Any], ...]) -> Callable[..., None]:
