@@ -10,7 +10,6 @@ exceptions become a located DslSyntaxError (`OCANNL_AST_DEBUG=1` re-raises them 
 from __future__ import annotations
 
 import builtins
-import difflib
 import functools
 import importlib
 import types
@@ -19,7 +18,6 @@ from typing import Any, Literal, TypeVar
 
 from ocannl_ast import config
 from ocannl_ast.errors import DslSyntaxError, Span, user_span
-from ocannl_ast.rewrite import cache
 from ocannl_ast.rewrite.contract import OC, REDUCER_ACCUM, SPANS
 from ocannl_ast.rewrite.source import check_function, key_source, read_source, unreadable
 
@@ -117,6 +115,8 @@ def undefined_name(name: str, kind: str, known: Iterable[str] = ()) -> DslSyntax
             hint = ("@op reduces with oc.einsum / oc.einsum_max specs or named indices "
                     "(`y[i] = sum[j](x[i, j])`, also max[j])")
     else:
+        import difflib  # only for this error's hint
+
         close = difflib.get_close_matches(name, sorted(set(known)), n=3, cutoff=0.75)
         hint = f"did you mean {' or '.join(close)}? " if close else ""
         hint += (f"if it is a node of this function, declare it where it is first written, "
@@ -134,6 +134,8 @@ def _compiled(fn: types.FunctionType, kind: str) -> tuple[types.CodeType, tuple[
         return cached
     # keyed on the lines the code covers (no tokenizing: a warm import reads no more);
     # a miss reads the whole block for the rewriter
+    from ocannl_ast.rewrite import cache  # hashlib: at the first build, not at import
+
     keyed = key_source(fn) or read_source(fn, kind)
     disk_key = cache.entry_key(keyed.text, keyed.filename, keyed.first_line, kind,
                                fn.__qualname__, fn.__name__, code.co_freevars, code.co_flags)
