@@ -177,3 +177,4 @@ def test_the_ir_records_are_records() -> None:
         for cls in classes:
             assert cls.__dataclass_params__.frozen, cls  # type: ignore[attr-defined]
             assert "__dict__" not in cls.__dict__, cls  # slotted
+            assert cls.__setattr__.__module__ == "ocannl_ast.records", cls  # not exec'd
