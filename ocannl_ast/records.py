@@ -5,10 +5,12 @@ cheaper to create at import time (import stage; input a class body, output the c
 __eq__, __hash__, __setattr__, __delattr__): about 0.7 ms a class, most of
 `import ocannl_ast` over its hundred records. Here `dataclasses` still reads the fields and
 builds the slotted class (`__dataclass_fields__`, `__match_args__`, `fields`, `replace`,
-`is_dataclass` as before), with no generated method; the methods are closures over the
-fields (equality and hashing on the same tuples as `dataclasses`' own, so hashes and
-comparisons are unchanged) and `__init__` comes from one compiled template per field
-layout, writing the slots through their descriptors. A class that uses what the fast path
+`is_dataclass` as before), with no generated method. `__init__`, `__eq__` and `__hash__`
+are the code `dataclasses` would generate (equality and hashes on the same tuples, so
+unchanged), compiled once per field count with placeholder names renamed after each
+class's fields; `__init__` writes the slots through their descriptors (faster than
+`object.__setattr__` too). `__repr__` and the frozen `__setattr__` / `__delattr__` are
+closures over the fields. A class that uses what the fast path
 does not cover (an inherited dataclass, `default_factory`, `init=False`, `__post_init__`,
 `kw_only`, an `InitVar`) goes to `dataclasses` unchanged.
 """
@@ -20,15 +22,14 @@ import dataclasses
 import reprlib
 import types
 from collections.abc import Callable
-from operator import attrgetter
 from typing import Any, TypeVar, dataclass_transform, overload
 
 __all__ = ["record"]
 
 T = TypeVar("T")
 
-#: compiled `__init__` factories, by the source of their template
-_INIT_FACTORIES: dict[str, Callable[..., Any]] = {}
+#: the code of `__init__`, `__eq__`, `__hash__` by number of fields, with placeholder names
+_TEMPLATES: dict[tuple[str, int], types.CodeType] = {}
 _GLOBALS: dict[str, Any] = {"__builtins__": builtins}
 _UNSUPPORTED_HOOKS = ("__post_init__", "__setattr__", "__delattr__")
 
@@ -70,17 +71,17 @@ def _make(cls: type[T], eq: bool) -> type[T]:
     if doc is None:
         new.__doc__ = f"{new.__name__}({', '.join(names)})"
     if "__init__" not in own:
-        new.__init__ = _first_init(new, fields)
+        new.__init__ = _init(new, fields)
     if "__repr__" not in own:
         new.__repr__ = _repr(tuple(f.name for f in fields if f.repr))
     if eq and "__eq__" not in own:
-        new.__eq__ = _eq(_tuple_getter(tuple(f.name for f in fields if f.compare)))
+        new.__eq__ = _method(new, "__eq__", tuple(f.name for f in fields if f.compare))
     class_hash = own.get("__hash__", dataclasses.MISSING)
     explicit_hash = not (class_hash is dataclasses.MISSING
                          or (class_hash is None and "__eq__" in own))
     if eq and not explicit_hash:
         hashed = tuple(f.name for f in fields if (f.compare if f.hash is None else f.hash))
-        new.__hash__ = _hash(_tuple_getter(hashed))
+        new.__hash__ = _method(new, "__hash__", hashed)
     new.__setattr__, new.__delattr__ = _frozen(new, names)
     if "__getstate__" not in own:
         new.__getstate__ = _getstate
@@ -110,80 +111,54 @@ def _fast_path_applies(cls: type) -> bool:
     return True
 
 
-def _first_init(cls: Any, fields: tuple[dataclasses.Field[Any], ...]
-                ) -> Callable[..., None]:
-    """A stand-in `__init__` that compiles the real one at the class's first instance and
-    puts it in its place (most records of a process are never built: no compile for them).
-    `inspect.signature` reads the real one's through `__wrapped__`."""
-    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        _installed_init(cls, fields)(self, *args, **kwargs)
-    __init__.__qualname__ = f"{cls.__qualname__}.__init__"
-    __init__.__wrapped__ = _InitSignature(cls, fields)  # type: ignore[attr-defined]
-    return __init__
-
-
-def _installed_init(cls: Any, fields: tuple[dataclasses.Field[Any], ...]
-                    ) -> Callable[..., None]:
-    init = cls.__dict__["__init__"]
-    if isinstance(getattr(init, "__wrapped__", None), _InitSignature):
-        init = cls.__init__ = _init(cls, fields)
-    return init  # type: ignore[no-any-return]
-
-
-class _InitSignature:
-    """What a stand-in `__init__` wraps: asking for its signature compiles the real one."""
-
-    __slots__ = ("cls", "fields")
-
-    def __init__(self, cls: type, fields: tuple[dataclasses.Field[Any], ...]) -> None:
-        self.cls, self.fields = cls, fields
-
-    def __call__(self, *args: Any, **kwargs: Any) -> None:
-        _installed_init(self.cls, self.fields)(*args, **kwargs)
-
-    @property
-    def __signature__(self) -> Any:
-        import inspect
-
-        return inspect.signature(_installed_init(self.cls, self.fields))
-
-
-def _init(cls: type, fields: tuple[dataclasses.Field[Any], ...]) -> Callable[..., None]:
-    params, body, args = [], [], []
-    for i, f in enumerate(fields):
-        if f.default is dataclasses.MISSING:
-            params.append(f.name)
-        else:
-            params.append(f"{f.name}=__d{i}")
-            args.append(f"__d{i}")
-        body.append(f"        __s{i}(self, {f.name})")
-    setters = [f"__s{i}" for i in range(len(fields))]
-    src = (f"def __factory({', '.join(setters + args)}):\n"
-           f"    def __init__(self, {', '.join(params)}):\n"
-           + ("\n".join(body) if body else "        pass") + "\n"
-           "    return __init__\n")
-    factory = _INIT_FACTORIES.get(src)
-    if factory is None:
-        module = compile(src, f"<record __init__ {len(fields)}>", "exec")
-        code = next(c for c in module.co_consts if isinstance(c, types.CodeType))
-        factory = _INIT_FACTORIES[src] = types.FunctionType(code, _GLOBALS, "__factory")
-    values = [getattr(cls, f.name).__set__ for f in fields]
-    values += [f.default for f in fields if f.default is not dataclasses.MISSING]
-    init: Callable[..., None] = factory(*values)
-    init.__qualname__ = f"{cls.__qualname__}.__init__"
-    init.__module__ = cls.__module__
+def _init(cls: Any, fields: tuple[dataclasses.Field[Any], ...]) -> Callable[..., None]:
+    """`__init__(self, <fields>)`, each slot written through its descriptor, the defaults
+    as the function's defaults."""
+    names = tuple(f.name for f in fields)
+    defaults = tuple(f.default for f in fields if f.default is not dataclasses.MISSING)
+    cells = tuple(types.CellType(getattr(cls, n).__set__) for n in names)
+    init = _method(cls, "__init__", names, defaults or None, cells)
     init.__annotations__ = {f.name: f.type for f in fields} | {"return": None}
     return init
 
 
-def _tuple_getter(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
-    """The tuple `dataclasses`' generated __eq__ / __hash__ build: (self.a, self.b, ...)."""
-    if len(names) >= 2:
-        return attrgetter(*names)
-    if len(names) == 1:
-        one = attrgetter(names[0])
-        return lambda obj: (one(obj),)
-    return lambda obj: ()
+def _method(cls: Any, method: str, names: tuple[str, ...], defaults: tuple[Any, ...] | None
+            = None, cells: tuple[types.CellType, ...] | None = None) -> Callable[..., Any]:
+    """`cls.<method>` over the fields `names`: the template compiled for this many fields,
+    its placeholders (`__a<i>` parameters, `__f<i>` attributes) renamed after the fields
+    -- no compile per class."""
+    template = _TEMPLATES.get((method, len(names)))
+    if template is None:
+        template = _TEMPLATES[method, len(names)] = _compile_template(method, len(names))
+    rename = {f"__{'a' if method == '__init__' else 'f'}{i}": n for i, n in enumerate(names)}
+    qualname = f"{cls.__qualname__}.{method}"
+    code = template.replace(co_varnames=tuple(rename.get(v, v) for v in template.co_varnames),
+                            co_names=tuple(rename.get(v, v) for v in template.co_names),
+                            co_qualname=qualname)
+    fn = types.FunctionType(code, _GLOBALS, method, defaults, cells)
+    fn.__qualname__ = qualname
+    fn.__module__ = cls.__module__
+    return fn
+
+
+def _compile_template(method: str, n: int) -> types.CodeType:
+    """The code `dataclasses` would generate for `n` fields, with placeholder names."""
+    fs = [f"__f{i}" for i in range(n)]
+    if method == "__init__":  # the setters are free variables: compiled inside a factory
+        src = (f"def factory({', '.join(f'__s{i}' for i in range(n))}):\n"
+               f"    def __init__(self{''.join(f', __a{i}' for i in range(n))}):\n"
+               + "".join(f"        __s{i}(self, __a{i})\n" for i in range(n))
+               + "        return None\n    return __init__\n")
+    elif method == "__eq__":
+        mine, theirs = (f"({''.join(f'{who}.{f}, ' for f in fs)})" for who in ("self", "other"))
+        src = (f"def __eq__(self, other):\n    if other.__class__ is self.__class__:\n"
+               f"        return {mine} == {theirs}\n    return NotImplemented\n")
+    else:
+        src = f"def __hash__(self):\n    return hash(({''.join(f'self.{f}, ' for f in fs)}))\n"
+    code = compile(src, f"<record {method} of {n} fields>", "exec")
+    while code.co_name != method:
+        code = next(c for c in code.co_consts if isinstance(c, types.CodeType))
+    return code
 
 
 def _repr(names: tuple[str, ...]) -> Callable[[Any], str]:
@@ -192,20 +167,6 @@ def _repr(names: tuple[str, ...]) -> Callable[[Any], str]:
         inner = ", ".join(f"{n}={getattr(self, n)!r}" for n in names)
         return f"{self.__class__.__qualname__}({inner})"
     return __repr__
-
-
-def _eq(key: Callable[[Any], tuple[Any, ...]]) -> Callable[[Any, Any], Any]:
-    def __eq__(self: Any, other: Any) -> Any:
-        if other.__class__ is self.__class__:
-            return key(self) == key(other)
-        return NotImplemented
-    return __eq__
-
-
-def _hash(key: Callable[[Any], tuple[Any, ...]]) -> Callable[[Any], int]:
-    def __hash__(self: Any) -> int:
-        return hash(key(self))
-    return __hash__
 
 
 def _frozen(cls: Any, names: tuple[str, ...]
