@@ -116,17 +116,17 @@ def _init(cls: Any, fields: tuple[dataclasses.Field[Any], ...]) -> Callable[...,
     as the function's defaults."""
     names = tuple(f.name for f in fields)
     defaults = tuple(f.default for f in fields if f.default is not dataclasses.MISSING)
-    cells = tuple(types.CellType(getattr(cls, n).__set__) for n in names)
-    init = _method(cls, "__init__", names, defaults or None, cells)
+    setters = {f"__s{i}": getattr(cls, n).__set__ for i, n in enumerate(names)}
+    init = _method(cls, "__init__", names, defaults or None, setters)
     init.__annotations__ = {f.name: f.type for f in fields} | {"return": None}
     return init
 
 
 def _method(cls: Any, method: str, names: tuple[str, ...], defaults: tuple[Any, ...] | None
-            = None, cells: tuple[types.CellType, ...] | None = None) -> Callable[..., Any]:
+            = None, free: dict[str, Any] | None = None) -> Callable[..., Any]:
     """`cls.<method>` over the fields `names`: the template compiled for this many fields,
     its placeholders (`__a<i>` parameters, `__f<i>` attributes) renamed after the fields
-    -- no compile per class."""
+    -- no compile per class; `free` gives its free variables' values by name."""
     template = _TEMPLATES.get((method, len(names)))
     if template is None:
         template = _TEMPLATES[method, len(names)] = _compile_template(method, len(names))
@@ -135,6 +135,7 @@ def _method(cls: Any, method: str, names: tuple[str, ...], defaults: tuple[Any, 
     code = template.replace(co_varnames=tuple(rename.get(v, v) for v in template.co_varnames),
                             co_names=tuple(rename.get(v, v) for v in template.co_names),
                             co_qualname=qualname)
+    cells = tuple(types.CellType(free[v]) for v in code.co_freevars) if free else None
     fn = types.FunctionType(code, _GLOBALS, method, defaults, cells)
     fn.__qualname__ = qualname
     fn.__module__ = cls.__module__

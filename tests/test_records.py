@@ -35,12 +35,17 @@ BODIES = {
     "defaults": ({"y": 2.5, "z": "s"}, {"x": "int", "y": "float", "z": "str"}),
     "uncompared": ({"o": field(default="o", compare=False)}, {"x": "int", "o": "str"}),
     "classvar": ({"k": 3}, {"k": "ClassVar[int]", "x": "tuple[int, ...]"}),
+    # field names that the generated methods' own names could shadow
+    "shadowing": ({"other": 0}, {"hash": "int", "NotImplemented": "str", "other": "int"}),
+    "many": ({f"f{i}": i for i in range(6, 12)}, {f"f{i}": "int" for i in range(12)}),
 }
 VALUES: dict[str, list[tuple[Any, ...]]] = {
     "empty": [()], "one": [(1.0,), (float("nan"),), (-0.0,)],
     "defaults": [(1,), (1, 2.5), (1, 3.0, "t")],
     "uncompared": [(1,), (1, "p"), (2, "o")],
     "classvar": [((1, 2),), ((),)],
+    "shadowing": [(1, "n"), (2, "m", 3)],
+    "many": [tuple(range(6)), tuple(range(12))],
 }
 
 
@@ -69,10 +74,11 @@ def test_record_matches_dataclass(name: str) -> None:
             with pytest.raises(dataclasses.FrozenInstanceError, match="cannot delete"):
                 delattr(a, first)
             assert getattr(dataclasses.replace(a, **{first: 7}), first) == 7
+    too_many = range(len(dataclasses.fields(ours)) + 1)
     with pytest.raises(TypeError) as mine:
-        ours(*range(9))
+        ours(*too_many)
     with pytest.raises(TypeError) as reference:
-        theirs(*range(9))
+        theirs(*too_many)
     assert str(mine.value) == str(reference.value)  # "Rec.__init__() takes ..."
 
 
