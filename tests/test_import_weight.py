@@ -21,13 +21,15 @@ HEAVY = (
 )
 
 _PROBE = """
-import json, sys
+import sys
 import numpy
 before = set(sys.modules)
 import ocannl_ast as oc
+new = sorted(set(sys.modules) - before)
+import json
 from ocannl_ast.rewrite import decorator
-print(json.dumps({"new": sorted(set(sys.modules) - before),
-                  "built": decorator.cache_size(), "deferred": len(getattr(decorator, "_DEFERRED", ()))}))
+print(json.dumps({"new": new, "built": decorator.cache_size(),
+                  "deferred": len(getattr(decorator, "_DEFERRED", ()))}))
 """
 
 
