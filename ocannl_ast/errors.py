@@ -12,10 +12,11 @@ import os
 import sys
 import types
 from collections.abc import Iterator
-from dataclasses import dataclass
+
+from .records import record
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Span:
     """A position in user source code."""
 

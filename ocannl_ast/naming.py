@@ -38,15 +38,15 @@ from __future__ import annotations
 import contextlib
 import itertools
 import re
-import threading
 import weakref
+from _thread import allocate_lock  # threading.Lock, without importing threading
 from collections.abc import Callable, Container, Iterator
 from contextvars import ContextVar
 from typing import Any, TypeVar
 
 R = TypeVar("R")
 
-_lock = threading.Lock()
+_lock = allocate_lock()
 _UNSAFE = re.compile(r"[./#\s]")
 
 

@@ -24,3 +24,7 @@ fi
 # docs/generated_code.md). Cached: a second run compiles nothing.
 .venv/bin/python -m ocannl_ast.backends.prebuild > /dev/null \
   || echo "setup: the contraction kernel was not prebuilt (gcc missing?); routines build it"
+# The library's own @op/@cd functions, rewritten once into the rewrite cache (each is built at
+# its first call, from this cache when it is warm: then no libcst import).
+.venv/bin/python -c "import ocannl_ast.nn; from ocannl_ast.rewrite.decorator import materialize_deferred as m; m()" \
+  || echo "setup: the rewrite cache was not filled; the library's functions rewrite at first use"

@@ -9,10 +9,11 @@ Input: emitted by `infer.logic` (reading `infer.relations`). Output: consumed by
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Protocol, assert_never
 
 from ..errors import ShapeError, Span
+from ..records import record
 from .terms import DimTerm, Row, dim_vars, row_vars
 
 
@@ -24,7 +25,7 @@ class ShapeLike(Protocol):
     def describe(self) -> str: ...
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Origin:
     """Who asked for a constraint: the operation, its tensors, the user line, and where."""
 
@@ -55,21 +56,21 @@ def _abbrev(text: str, limit: int = 100) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class DimEq:
     a: DimTerm
     b: DimTerm
     origin: Origin = field(default=NO_ORIGIN, compare=False)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class RowEq:
     a: Row
     b: Row
     origin: Origin = field(default=NO_ORIGIN, compare=False)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class DimIneq:
     """cur >= subr in the broadcast order: subr == cur, or subr == 1."""
 
@@ -81,7 +82,7 @@ class DimIneq:
     label: bool = field(default=False, compare=False)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class RowIneq:
     """cur >= subr: cur has at least subr's axes; aligned from the right, dim-wise >=."""
 
@@ -90,7 +91,7 @@ class RowIneq:
     origin: Origin = field(default=NO_ORIGIN, compare=False)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class RowBcast:
     """cur >= subr with as many axes: an einsum operand's row variable under the spec's
     (per-axis broadcasting only, no extra or missing axes)."""
@@ -100,7 +101,7 @@ class RowBcast:
     origin: Origin = field(default=NO_ORIGIN, compare=False)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class TotalElems:
     """The row's axes multiply to exactly `n` elements."""
 
@@ -109,7 +110,7 @@ class TotalElems:
     origin: Origin = field(default=NO_ORIGIN, compare=False)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class DimAtLeast:
     """The dim has at least `n` positions: an einsum fixed index `n - 1` addresses it."""
 
@@ -118,7 +119,7 @@ class DimAtLeast:
     origin: Origin = field(default=NO_ORIGIN, compare=False)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class StridedVar:
     """Seed 001's Strided_var numerator: `coeff * var` elements, `var` a dim to solve (the
     element count at the other end of a vectorized operation)."""
@@ -127,7 +128,7 @@ class StridedVar:
     var: DimTerm
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class RowsTotal:
     """Seed 001's Total_elems over a whole tensor: its rows (row variables included) have
     `numerator` elements: a literal count (Num_elems) or a StridedVar. Solved by
@@ -138,7 +139,7 @@ class RowsTotal:
     origin: Origin = field(default=NO_ORIGIN, compare=False)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ConcatSum:
     """A concatenated axis (seed 004): `total` is the sum of `parts`; `discardable` marks
     the parts the spec lets fall to 0 (the empty summand, guessed by closing)."""

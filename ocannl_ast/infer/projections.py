@@ -9,13 +9,13 @@ Input: an operation's Logic and the closed dims of its result and operands. Outp
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import assert_never
 
 from ..errors import ShapeError
 from ..lowering.assignments import Projections, ProjIndex
 from ..lowering.ids import fresh_id
 from ..lowering.loop_ir import IndexExpr, Symbol
+from ..records import record
 from .concat import discardable
 from .coupling import Coupling
 from .padding import padding_margins
@@ -84,7 +84,7 @@ class _UnionFind:
         self.pin[r] = idx
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class _Derived:
     """An axis whose index is computed from other classes (stride, optional kernel)."""
 

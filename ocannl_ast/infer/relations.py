@@ -12,32 +12,32 @@ Input: a Logic and its operand count. Output: the relations, in a fixed order.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import assert_never
 
 from ..errors import ShapeError
 from ..lowering.loop_ir import Symbol
+from ..records import record
 from .spec_ast import Affine, Concat, EinsumSpec, FixedIndex, Label, Wildcard
 from .spec_parser import parse_spec
 from .terms import Kind
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Pointwise:
     """NumPy-style broadcast of every operand into the result (unary or n-ary)."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Compose:
     """Outputs of the second operand meet inputs of the first (`a @ b`, matmul generalised)."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Transpose:
     """Swap inputs and outputs of the single operand; batch axes kept."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Einsum:
     """Axes lined up by an einsum spec; an operand's size-1 axes and row variables broadcast
     against the spec's labels and row variables (`exact_labels`: those that do not)."""
@@ -45,14 +45,14 @@ class Einsum:
     spec: EinsumSpec
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class BatchSlice:
     """Drop the leading batch axis, read at a runtime index (a routine's static argument)."""
 
     symbol: Symbol
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Stack:
     """Stacking (seed 004): `count` equally shaped operands along a new axis of size
     `count` leading the result's `kind` row; the k-th operand fills position k."""
@@ -61,7 +61,7 @@ class Stack:
     count: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Terminal:
     """A leaf: the shape comes from its creation (data, parameter dims)."""
 
@@ -69,7 +69,7 @@ class Terminal:
 Logic = Pointwise | Compose | Transpose | Einsum | BatchSlice | Stack | Terminal
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class RowRef:
     """Row `kind` of tensor slot `slot` (0 the result, k the k-th operand)."""
 
@@ -77,7 +77,7 @@ class RowRef:
     kind: Kind
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class RowBroadcast:
     """`cur >= sub`: sub broadcasts into cur (aligned from the right)."""
 
@@ -85,7 +85,7 @@ class RowBroadcast:
     sub: RowRef
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class RowSame:
     """The two rows are equal, axis for axis."""
 
@@ -93,7 +93,7 @@ class RowSame:
     b: RowRef
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class DropLeadingAxis:
     """`row` is `whole` without its first axis, which is read at the runtime `symbol`."""
 
@@ -102,7 +102,7 @@ class DropLeadingAxis:
     symbol: Symbol
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class StackAxis:
     """`part` is `whole` without its first axis, of size `count`, where `part` is the
     summand at position `index` (shape inference: a fixed size; projections: one size-1
@@ -114,7 +114,7 @@ class StackAxis:
     count: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SpecRows:
     """Every row of every slot matches its row in the einsum spec (labels, `...` row
     variables, fixed indices, affine/convolution axes): the result's exactly, an operand's

@@ -6,29 +6,29 @@ consumed by shape inference (`infer.logic` (reading `infer.relations`)) and proj
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from ..records import record
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Label:
     """An axis named by a label: a dimension variable shared by every use of the name."""
 
     name: str
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class FixedIndex:
     """An axis read or written at a fixed position (e.g. "0" or "2"); its size is free."""
 
     value: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Wildcard:
     """"_": an axis matched with nothing else (its own dimension variable)."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Conv:
     """The kernel part of an affine axis: `dilation*kernel` with valid or padded mode."""
 
@@ -37,7 +37,7 @@ class Conv:
     use_padding: bool  #: "=+" padded; "<+" valid
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Affine:
     """`stride*over + offset` or `stride*over<+dilation*kernel` / `=+` (seed 001)."""
 
@@ -47,7 +47,7 @@ class Affine:
     conv: Conv | None  #: None for pure striding
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Concat:
     """`a^b^3`: components, each a label or an integer-sized anonymous block (seed 004)."""
 
@@ -57,7 +57,7 @@ class Concat:
 AxisSpec = Label | FixedIndex | Wildcard | Affine | Concat
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class RowSpec:
     """One row: leading axes, an optional row variable, trailing axes."""
 
@@ -66,7 +66,7 @@ class RowSpec:
     end: tuple[AxisSpec, ...]  #: axes after the row variable (all axes when var is None)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ShapeSpec:
     """`batch|input->output`; a row that is not written is None (read as: no axes)."""
 
@@ -75,7 +75,7 @@ class ShapeSpec:
     output: RowSpec
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class EinsumSpec:
     """`rhs1;rhs2;... => lhs` (the right-hand side is on the left, as in OCANNL)."""
 

@@ -8,11 +8,12 @@ are immutable.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
 from typing import assert_never
 
+from ..records import record
 
-@dataclass(frozen=True, slots=True)
+
+@record
 class Dim:
     """A known dimension: a size and an optional basis label (e.g. 3 labelled "rgb")."""
 
@@ -20,7 +21,7 @@ class Dim:
     label: str | None = None  #: basis label; axes that meet must agree on it
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class DimVar:
     """An unknown dimension."""
 
@@ -28,7 +29,7 @@ class DimVar:
     name: str | None = None  #: spec label or role, for messages only
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ConvPart:
     """Kernel part of an affine dim: `dilation * kernel`, valid or padded mode (seed 001)."""
 
@@ -37,7 +38,7 @@ class ConvPart:
     use_padding: bool
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class AffineDim:
     """An input axis indexed by `stride * over + offset` (+ a kernel): size derives from over.
 
@@ -56,14 +57,14 @@ class AffineDim:
 DimTerm = Dim | DimVar | AffineDim
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class RowVar:
     """An unknown stretch of axes (any number, each unknown)."""
 
     id: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Row:
     """`beg ++ var ++ dims`; without a row variable all axes are in `dims` (beg empty)."""
 

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 
+from ..records import record
 from .loop_ir import (
     Buffer,
     Const,
@@ -52,7 +52,7 @@ _SPAN = 1 << 40
 SCRATCH_ID = -1
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Shared:
     """The program after sharing, and what was decided."""
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Container
-from dataclasses import dataclass
 from typing import assert_never
 
+from ..records import record
 from . import assignments as A
 from .loop_ir import BinOp, Buffer, storage_id
 
@@ -75,7 +75,7 @@ def _walk_rw(a: A.Asgn, reads: set[int], writes: set[int]) -> None:
             assert_never(a)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Lifetimes:
     """When each buffer of a routine is live, by its assignments alone (no allocator's or
     inliner's decision): from the first top-level assignment touching it to the last one,

@@ -7,12 +7,11 @@ IR by `lowering.lower`. Nodes are frozen slotted dataclasses.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from ..records import record
 from .loop_ir import BinOp, Buffer, IndexExpr, Symbol, TernOp, UnOp, VecUnOp
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ConcatIndex:
     """A concatenated axis (seed 004): at lowering it resolves to the one active
     component's iterator plus that component's injection offset (the sizes before it)."""
@@ -25,7 +24,7 @@ ProjIndex = IndexExpr | ConcatIndex
 Factor = tuple[tuple[Symbol, int], ...]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Projections:
     """Product space and index maps of one assignment (slot 0 = LHS, slots 1.. = RHS).
     `factors` are the coupled (concatenation) factors; their iterators are not in
@@ -99,19 +98,19 @@ class Projections:
         return True
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Arg:
     """The value of RHS operand `k` at its projected index."""
 
     k: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Lit:
     value: float
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Prim:
     """A primitive applied to sub-expressions (the library fuses small trees, e.g. argmax)."""
 
@@ -119,7 +118,7 @@ class Prim:
     args: tuple[RhsExpr, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class StaticValue:
     """The integer value of a routine's static argument (e.g. the step), as a float."""
 
@@ -129,7 +128,7 @@ class StaticValue:
 RhsExpr = Arg | Lit | Prim | StaticValue
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Accum:
     """`lhs <accum>= expr(rhs...)` over the projections; `initialize_neutral` is the colon of
     `=:+`: the LHS is erased to the accumulator's neutral element where needed."""
@@ -148,7 +147,7 @@ class Accum:
     margin_value: float | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Block:
     """Many sources, one target (seed 004): the projections carry concatenated axes; at
     each position at most one source is live (the disjoint cover) and is accumulated
@@ -162,7 +161,7 @@ class Block:
     label: str = ""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class RevSides:
     """OCANNL's `Rev_sides` (seed 004): a Block with its sides swapped. `src` (the block's
     target, read at projections.lhs) is scattered to the `targets` (the block's sources,
@@ -175,17 +174,17 @@ class RevSides:
     label: str = ""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ConstantFill:
     value: float
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class RangeOverOffsets:
     """Each cell takes its own linear offset."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class RandomUniform:
     """Each cell: low + (high - low) * threefry uniform keyed by `key`, counter = offset."""
 
@@ -194,7 +193,7 @@ class RandomUniform:
     high: float
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ConstantValues:
     """OCANNL's `Constant_fill` with an array: cell k (layout order) takes `values[k]`,
     unrolled into the code (the count of values equals the buffer's interior size)."""
@@ -205,7 +204,7 @@ class ConstantValues:
 FetchOp = ConstantFill | RangeOverOffsets | RandomUniform | ConstantValues
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Fetch:
     buffer: Buffer
     op: FetchOp
@@ -214,7 +213,7 @@ class Fetch:
     margins: tuple[tuple[int, int], ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class CheckStatic:
     """Fail the routine (error `code`) unless 0 <= symbol < bound (e.g. a batch number)."""
 
@@ -223,17 +222,17 @@ class CheckStatic:
     code: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Noop:
     pass
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Seq:
     items: tuple[Asgn, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class VecSet:
     """A vectorized operation (seed 001): each cell of `rhs` (read in layout order) writes
     `length` consecutive cells of `lhs` (the last vector may be cut at the end of `lhs`)."""

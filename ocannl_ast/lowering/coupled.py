@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from ..errors import ShapeError
+from ..records import record
 from ..vocabulary import NEUTRAL
 from .assignments import Accum, Block, ConcatIndex, Projections, ProjIndex, RevSides
 from .loop_ir import (
@@ -35,7 +35,7 @@ from .loop_ir import Seq as LSeq
 PLAIN_OK = frozenset({BinOp.ADD, BinOp.MUL, BinOp.MAX, BinOp.MIN, BinOp.ARG2})
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Piece:
     """One choice of active components: its flat loops and each slot's resolved map
     (None where the slot names an inactive component)."""

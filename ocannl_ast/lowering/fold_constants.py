@@ -8,14 +8,14 @@ values by buffer id. Output: the program over fewer buffers, a note per folded c
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
+from ..records import record
 from .loop_ir import Const, Expr, Get, LoopProgram
 from .nests import body_units, noted
 from .walk import map_stmt, stmt_gets, writes
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Folded:
     """The program after folding, and what was decided."""
 

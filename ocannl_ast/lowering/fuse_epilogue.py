@@ -10,8 +10,7 @@ Output: the program over fewer buffers, a note per fused result.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from ..records import record
 from .loop_ir import (
     CONTRACTION_MIN_WORK,
     Buffer,
@@ -28,7 +27,7 @@ from .nests import ReductionNest, body_units, cellwise, match_reduction, nest, n
 from .walk import Accesses, gets, local_names, map_expr, subst_expr, subst_index, work
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Fused:
     """The program after epilogue fusion, and what was decided."""
 

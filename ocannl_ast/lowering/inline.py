@@ -10,8 +10,8 @@ caller may read). Output: the program over fewer buffers, a note per inlined buf
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
+from ..records import record
 from .loop_ir import (
     Binary,
     BinOp,
@@ -59,7 +59,7 @@ _CHEAP = frozenset({UnOp.IDENTITY, UnOp.NEG, UnOp.RELU, UnOp.SAT01, UnOp.NOT, Un
                     BinOp.SAT01_GATE, BinOp.OR, BinOp.AND, TernOp.WHERE})
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Inlined:
     """The program after inlining, and what was decided."""
 
@@ -67,7 +67,7 @@ class Inlined:
     virtual: frozenset[int]  #: ids of the buffers inlined into their readers
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class _Producer:
     """`for loops: buf[loop symbols] = expr`, writing every cell of `buf` exactly once."""
 

@@ -7,9 +7,9 @@ Input: produced by `lowering.lower` from the assignments IR. Output: rendered by
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
 
 # The primitive enums are the shared operator vocabulary (re-exported for the backends).
+from ..records import record
 from ..vocabulary import BinOp, TernOp, UnOp, VecUnOp
 
 #: Sum-of-products loop nests doing at least this many multiply-adds run as contraction
@@ -69,7 +69,7 @@ ROUTINE_PRECISIONS = (Precision.FLOAT32, Precision.FLOAT64, Precision.FLOAT16,
                       Precision.BFLOAT16)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Symbol:
     """A loop iterator or a static integer argument of a routine."""
 
@@ -80,7 +80,7 @@ class Symbol:
         return hash(self.id)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Buffer:
     """A dense array the routine reads or writes (layout: row-major over `dims`)."""
 
@@ -101,7 +101,7 @@ class Buffer:
         return hash(self.id)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class View:
     """OCANNL's batch-slice view (`x @| i`): cell `ix` of the viewing buffer is cell
     `lead + (ix[k] + shift[k])` of `parent` (leading axes fixed at runtime indices, the rest
@@ -119,7 +119,7 @@ def storage_id(buf: Buffer) -> int:
     return buf.view.parent.id if buf.view is not None else buf.id
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class IndexExpr:
     """An affine index: sum(coeff * symbol) + offset."""
 
@@ -130,41 +130,41 @@ class IndexExpr:
 # ---- scalar expressions ------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Const:
     value: float  #: a constant of the routine's precision
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Get:
     buffer: Buffer  #: array read
     index: tuple[IndexExpr, ...]  #: one entry per axis of the buffer
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class GetLocal:
     name: str  #: a scalar local declared by DeclLocal
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SymbolValue:
     symbol: Symbol  #: the integer value of an iterator or static argument, as a float
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Unary:
     op: UnOp
     arg: Expr
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Binary:
     op: BinOp
     lhs: Expr
     rhs: Expr
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Ternary:
     op: TernOp
     a: Expr
@@ -172,7 +172,7 @@ class Ternary:
     c: Expr
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ThreefryUniform:
     """Uniform [0, 1) number: word 0 of threefry4x32(key, (counter, 0, 0, 0)), top 24 bits."""
 
@@ -186,22 +186,22 @@ Expr = Const | Get | GetLocal | SymbolValue | Unary | Binary | Ternary | Threefr
 # ---- statements --------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Noop:
     pass
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Comment:
     text: str  #: rendered as a comment line
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Seq:
     stmts: tuple[Stmt, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ForLoop:
     symbol: Symbol  #: iterator, runs 0 .. extent-1
     extent: int
@@ -211,26 +211,26 @@ class ForLoop:
     threads: int = 1
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SetCell:
     buffer: Buffer
     index: tuple[IndexExpr, ...]
     value: Expr
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class DeclLocal:
     name: str  #: scalar local of the routine's precision, scoped to the enclosing block
     init: Expr
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SetLocal:
     name: str
     value: Expr
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Fill:
     """Set every cell of a buffer to one constant (a pre-clear to the neutral element)."""
 
@@ -238,7 +238,7 @@ class Fill:
     value: float
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class CheckIndex:
     """Abort the routine with an error code if 0 <= index < bound does not hold."""
 
@@ -247,7 +247,7 @@ class CheckIndex:
     code: int  #: nonzero error code the routine returns
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SetFromVec:
     """Seed 001's Set_from_vec: one read of the uint4x32 `value` writes `length` consecutive
     cells of `buffer`, from flat cell `length * vector` on (fewer at the buffer's end)."""
@@ -263,7 +263,7 @@ Stmt = (Noop | Comment | Seq | ForLoop | SetCell | DeclLocal | SetLocal | Fill |
         | SetFromVec)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class LoopProgram:
     """One compiled routine: a C function over the buffers and static integer arguments.
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 
+from ..records import record
 from .loop_ir import (
     Comment,
     DeclLocal,
@@ -65,7 +65,7 @@ def nest(loops: Sequence[Loop], body: Stmt) -> Stmt:
     return body
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ReductionNest:
     """``for outer: { acc = init; for reduce: acc = step; store }`` (comments aside), the
     form `lower` gives a reduction into a scalar local."""

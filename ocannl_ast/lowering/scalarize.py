@@ -20,8 +20,7 @@ those buffers, and their ids (`Scalarized`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from ..records import record
 from .arena import full_write
 from .loop_ir import (
     Buffer,
@@ -41,7 +40,7 @@ from .nests import body_units, noted
 from .walk import Accesses, gets, map_stmt, scoped, stmt_nodes
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Scalarized:
     """The program after scalarizing, and the ids of the buffers that became locals."""
 

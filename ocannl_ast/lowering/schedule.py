@@ -18,8 +18,8 @@ import functools
 import itertools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 
+from ..records import record
 from .loop_ir import (
     MAX_UNROLL,
     Binary,
@@ -55,7 +55,7 @@ from .walk import (
 #: around them are not
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Scheduled:
     """A scheduling pass's program, and how many nests it changed."""
 

@@ -10,15 +10,15 @@ ids of the buffers it virtualized and folded.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
+from ..records import record
 from .fold_constants import fold_constants
 from .fuse_epilogue import fuse_epilogue
 from .inline import MAX_VISITS, inline
 from .loop_ir import CONTRACTION_MIN_WORK, LoopProgram
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Virtualized:
     """The program after virtualization and what was decided."""
 

@@ -10,7 +10,6 @@ exceptions become a located DslSyntaxError (`OCANNL_AST_DEBUG=1` re-raises them 
 from __future__ import annotations
 
 import builtins
-import difflib
 import functools
 import importlib
 import types
@@ -19,7 +18,6 @@ from typing import Any, Literal, TypeVar
 
 from ocannl_ast import config
 from ocannl_ast.errors import DslSyntaxError, Span, user_span
-from ocannl_ast.rewrite import cache
 from ocannl_ast.rewrite.contract import OC, REDUCER_ACCUM, SPANS
 from ocannl_ast.rewrite.source import check_function, key_source, read_source, unreadable
 
@@ -117,6 +115,8 @@ def undefined_name(name: str, kind: str, known: Iterable[str] = ()) -> DslSyntax
             hint = ("@op reduces with oc.einsum / oc.einsum_max specs or named indices "
                     "(`y[i] = sum[j](x[i, j])`, also max[j])")
     else:
+        import difflib  # only for this error's hint
+
         close = difflib.get_close_matches(name, sorted(set(known)), n=3, cutoff=0.75)
         hint = f"did you mean {' or '.join(close)}? " if close else ""
         hint += (f"if it is a node of this function, declare it where it is first written, "
@@ -134,6 +134,8 @@ def _compiled(fn: types.FunctionType, kind: str) -> tuple[types.CodeType, tuple[
         return cached
     # keyed on the lines the code covers (no tokenizing: a warm import reads no more);
     # a miss reads the whole block for the rewriter
+    from ocannl_ast.rewrite import cache  # hashlib: at the first build, not at import
+
     keyed = key_source(fn) or read_source(fn, kind)
     disk_key = cache.entry_key(keyed.text, keyed.filename, keyed.first_line, kind,
                                fn.__qualname__, fn.__name__, code.co_freevars, code.co_flags)
@@ -150,11 +152,21 @@ def _compiled(fn: types.FunctionType, kind: str) -> tuple[types.CodeType, tuple[
 
 def _decorate(fn: object, kind: str, namespace: object) -> types.FunctionType:
     func = check_function(fn, kind)
+    if _own(func):
+        return _deferred(func, kind, namespace)
+    return _build(func, kind, namespace)
+
+
+def _own(func: types.FunctionType) -> bool:
+    """A function of this library (not a user's)."""
+    return (func.__module__ or "").split(".")[0] == __name__.split(".")[0]
+
+
+def _build(func: types.FunctionType, kind: str, namespace: object) -> types.FunctionType:
     new_code, spans = _compiled(func, kind)
     # The library's own dialect functions (op_asn/grad_asn of built-in operations) report
     # their errors at the user's call that built the operation, not at their own lines.
-    own = (func.__module__ or "").split(".")[0] == __name__.split(".")[0]
-    table: tuple[Span | None, ...] = (None,) * len(spans) if own else spans
+    table: tuple[Span | None, ...] = (None,) * len(spans) if _own(func) else spans
     cells = dict(zip(func.__code__.co_freevars, func.__closure__ or (), strict=True))
     closure = tuple(cells[name] for name in new_code.co_freevars)
     new_fn = types.FunctionType(
@@ -164,6 +176,38 @@ def _decorate(fn: object, kind: str, namespace: object) -> types.FunctionType:
     new_fn.__kwdefaults__ = dict(func.__kwdefaults__) if func.__kwdefaults__ else None
     functools.update_wrapper(new_fn, func)
     return _scoped(new_fn, namespace) if kind == "op" else new_fn
+
+
+#: the library's own @op/@cd functions not called yet (their rewrites are not loaded)
+_DEFERRED: list[Callable[[], types.FunctionType]] = []
+
+
+def _deferred(func: types.FunctionType, kind: str, namespace: object) -> types.FunctionType:
+    """The library's own functions are rewritten (read from the rewrite cache, on a warm
+    one) at their first call rather than at `import ocannl_ast`: most programs call few of
+    them. The stand-in calls the built function; `rewritten` reaches it."""
+    built: list[types.FunctionType] = []
+
+    def materialize() -> types.FunctionType:
+        if not built:
+            built.append(_guarded(func, kind, lambda: _build(func, kind, namespace)))
+        return built[0]
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return (built[0] if built else materialize())(*args, **kwargs)
+
+    functools.update_wrapper(call, func)
+    call.__materialize__ = materialize  # type: ignore[attr-defined]
+    _DEFERRED.append(materialize)
+    return call  # type: ignore[return-value]
+
+
+def materialize_deferred() -> int:
+    """Build every library @op/@cd function not built yet (tests; warming the rewrite
+    cache); how many there are in all."""
+    for materialize in _DEFERRED:
+        materialize()
+    return len(_DEFERRED)
 
 
 def _scoped(fn: types.FunctionType, namespace: object) -> types.FunctionType:
@@ -189,6 +233,9 @@ def _scoped(fn: types.FunctionType, namespace: object) -> types.FunctionType:
 def rewritten(fn: Any) -> types.FunctionType:
     """The function compiled from the rewritten source of a decorated function (an @op
     function's call wrapper holds it as `__rewritten__`; a @cd function is it)."""
+    materialize = getattr(fn, "__materialize__", None)
+    if materialize is not None:
+        fn = materialize()
     return getattr(fn, "__rewritten__", fn)  # type: ignore[no-any-return]
 
 
@@ -203,25 +250,33 @@ def make_decorator(kind: Kind, builders: object) -> Callable[[F], F]:
     namespace = LazyBuilders(builders) if isinstance(builders, str) else builders
 
     def decorator(fn: F) -> F:
-        try:
-            return _decorate(fn, kind, namespace)  # type: ignore[return-value]
-        except DslSyntaxError as exc:
-            if config.debug():
-                raise
-            raise exc.with_traceback(None) from None
-        except Exception as exc:
-            if config.debug():
-                raise
-            name = getattr(fn, "__qualname__", repr(fn))
-            raise unreadable(
-                fn,
-                f"internal error while rewriting @{kind} function {name}: "
-                f"{type(exc).__name__}: {exc} (set OCANNL_AST_DEBUG=1 for the raw traceback)",
-            ) from exc
+        built = _guarded(fn, kind, lambda: _decorate(fn, kind, namespace))
+        return built  # type: ignore[return-value]
 
     decorator.__name__ = decorator.__qualname__ = kind
     decorator.__doc__ = f"Rewrite the body of a function written in the @{kind} dialect."
     return decorator
+
+
+def _guarded(fn: object, kind: str, build: Callable[[], types.FunctionType]
+             ) -> types.FunctionType:
+    """`build()`, with any unexpected exception turned into a located DslSyntaxError (the
+    raw one under OCANNL_AST_DEBUG=1)."""
+    try:
+        return build()
+    except DslSyntaxError as exc:
+        if config.debug():
+            raise
+        raise exc.with_traceback(None) from None
+    except Exception as exc:
+        if config.debug():
+            raise
+        name = getattr(fn, "__qualname__", repr(fn))
+        raise unreadable(
+            fn,
+            f"internal error while rewriting @{kind} function {name}: "
+            f"{type(exc).__name__}: {exc} (set OCANNL_AST_DEBUG=1 for the raw traceback)",
+        ) from exc
 
 
 def clear_cache() -> None:

@@ -12,10 +12,10 @@ import inspect
 import linecache
 import types
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ocannl_ast.errors import DslSyntaxError, Span, user_span
+from ocannl_ast.records import record
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 _SHIM = "if 1:\n"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class FunctionSource:
     """The text of one `def` (decorators included) and where it sits in its file."""
 
@@ -34,7 +34,7 @@ class FunctionSource:
     first_line: int  #: 1-based absolute line of the first line of `text`
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ParsedFunction:
     """A parsed `def`: the module holding it (shimmed when indented) and the def itself."""
 

@@ -6,7 +6,6 @@ Input: node references, tensors, numbers, primitive trees. Output: `tensor.node.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from .. import vocabulary
@@ -20,6 +19,7 @@ from ..infer.logic import (
     shape_constraints,
 )
 from ..lowering import assignments as A
+from ..records import record
 from ..truthiness import abs_error, truth_value_error
 from ..vocabulary import BinOp, TernOp, UnOp
 from .node import (
@@ -41,7 +41,7 @@ ACCUM_OPS = vocabulary.ACCUM_OPS
 PRIMS = vocabulary.PRIMS
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class PrimCall:
     """A primitive over arguments (node refs, tensors, numbers or nested PrimCalls)."""
 

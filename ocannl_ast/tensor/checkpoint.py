@@ -37,13 +37,13 @@ import json
 import os
 import secrets
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import numpy as np
 
 from ..errors import ArgumentError, CheckpointError, user_span
+from ..records import record
 from . import half, validate
 
 FORMAT = "ocannl_ast"
@@ -53,7 +53,7 @@ _SHOWN = 5  #: names listed in a message before "and N more"
 _TMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Entries:
     """A checkpoint file's entries, their digests verified when it had them."""
 

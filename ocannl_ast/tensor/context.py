@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
 import warnings
 import weakref
+from _thread import RLock, allocate_lock  # threading's locks, without its import
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +34,7 @@ if TYPE_CHECKING:  # the compile-time modules load at a context's first use of t
     from .memory import MemoryReport
     from .routine import Routine
 
-_defaults_lock = threading.Lock()
+_defaults_lock = allocate_lock()
 _defaults: dict[tuple[str, str], Context] = {}
 #: every live context, for `warn_if_trained_elsewhere` (weak: a context's life is its user's)
 _live: weakref.WeakSet[Context] = weakref.WeakSet()
@@ -79,7 +79,7 @@ class Context:
         self._scratch_views: dict[int, np.ndarray] = {}  #: arena id -> its view (`_scratch`)
         self.available: set[int] = set()
         self.initialized: set[int] = set()
-        self.lock = threading.RLock()  #: serializes init, routine calls, get/set/eval
+        self.lock = RLock()  #: serializes init, routine calls, get/set/eval
         _live.add(self)
         self._arrays_epoch = 0
         self._evals: dict[int, Routine | None] = {}  #: tensor id -> its eval routine

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import sys
-import sysconfig
 from collections.abc import Iterator
 from types import FrameType, FunctionType, ModuleType
 from typing import Any
@@ -23,6 +22,8 @@ _LIBRARY = "ocannl_ast"
 def _installed() -> tuple[str, ...]:
     """Installed code (the standard library, site-packages): its frames hold no user
     tensors (read at the first compile, not at import)."""
+    import sysconfig
+
     return tuple({p for k in ("stdlib", "platstdlib", "purelib", "platlib")
                   if (p := sysconfig.get_paths().get(k))})
 

@@ -12,7 +12,6 @@ Input: host arrays. Output: stored arrays and back. Example:
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import numpy as np
@@ -97,6 +96,8 @@ def bfloat16_safetensors(arrays: dict[str, np.ndarray], metadata: dict[str, str]
                         "data_offsets": [offset, offset + len(bits)]}
         chunks.append(bits)
         offset += len(bits)
+    import json  # at the first save, not at import
+
     text = json.dumps(header, separators=(",", ":")).encode()
     text += b" " * (-len(text) % 8)
     return len(text).to_bytes(8, "little") + text + b"".join(chunks)

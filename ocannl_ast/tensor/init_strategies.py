@@ -11,17 +11,17 @@ Output: a `Dist` (uniform bounds or normal mean / std) for `random_init`.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ..errors import ArgumentError, ShapeError, user_span
+from ..records import record
 from . import validate
 from .node import Tensor
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Dist:
     """A resolved distribution: uniform in [low, high), or normal(mean, std)."""
 
@@ -48,7 +48,7 @@ class InitStrategy:
         raise TypeError(f"{type(self).__name__} does not define resolve")  # pragma: no cover
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Uniform(InitStrategy):
     low: float
     high: float
@@ -57,7 +57,7 @@ class Uniform(InitStrategy):
         return Dist(False, low=self.low, high=self.high)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Normal(InitStrategy):
     std: float
     mean: float
@@ -66,7 +66,7 @@ class Normal(InitStrategy):
         return Dist(True, mean=self.mean, std=self.std)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Kaiming(InitStrategy):
     """torch.nn.init.kaiming_{uniform,normal}_ with nonlinearity="leaky_relu" (gain
     sqrt(2 / (1 + a^2))): std = gain / sqrt(fan), uniform bound sqrt(3) * std."""
@@ -86,7 +86,7 @@ class Kaiming(InitStrategy):
         return Dist(False, low=-bound, high=bound)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Xavier(InitStrategy):
     """torch.nn.init.xavier_{uniform,normal}_: std = gain * sqrt(2 / (fan_in + fan_out)),
     uniform bound sqrt(3) * std."""
@@ -104,7 +104,7 @@ class Xavier(InitStrategy):
         return Dist(False, low=-bound, high=bound)
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+@record(eq=False)
 class FanInOf(InitStrategy):
     """U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with the fan_in of another param (`weight`): the
     bias init of torch.nn.Linear and Conv2d."""

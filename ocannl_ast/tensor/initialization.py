@@ -6,13 +6,13 @@ applies the plan. Input: tensors and the ids a context initialized. Output: an `
 from __future__ import annotations
 
 from collections.abc import Container, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
 from ..errors import RuntimeDataError
 from ..lowering import assignments as A
 from ..lowering.loop_ir import Precision
+from ..records import record
 from .init_strategies import InitStrategy
 from .node import Code, FetchItem, Init, NodeKind, NodeRef, Tensor, concat
 from .pipeline import close_tensors, held_out, init_deps
@@ -22,7 +22,7 @@ from .seed import current_seed
 Words = tuple[int, int, int, int]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class InitPlan:
     """How to initialize some tensors: set `data` first, then `words`, then run `code`."""
 

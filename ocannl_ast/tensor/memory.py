@@ -9,14 +9,14 @@ shares storage). Input: the context's arrays and routines' lifetimes. Output: a
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
 
 import numpy as np
 
 from ..lowering.asgn_analysis import Lifetimes
+from ..records import record
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class MemoryReport:
     """`Context.memory_report`: bytes allocated against the liveness bound."""
 

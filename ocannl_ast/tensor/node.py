@@ -14,7 +14,7 @@ import itertools
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, assert_never
 
 from .. import naming
@@ -24,6 +24,7 @@ from ..infer.padding import Margins, padded_dims
 from ..infer.shape import Shape
 from ..lowering import assignments as A
 from ..lowering.loop_ir import BinOp, Buffer, Precision, Symbol, VecUnOp
+from ..records import record
 from ..truthiness import abs_error, truth_value_error
 
 _ids = itertools.count(1)
@@ -253,7 +254,7 @@ class Tensor:
 
 # ---- small records -----------------------------------------------------------------------
 
-@dataclass(frozen=True, slots=True, eq=False)
+@record(eq=False)
 class NodeRef:
     """A tensor's value or grad array as used in assignments; `slot` is its position in the
     operation whose projections are in context (0 = result, 1.. = operands)."""
@@ -304,7 +305,7 @@ class OpRecord:
         self.span = span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class StaticIndex:
     """A routine's static integer argument (a batch number, a step), given at each call."""
 
@@ -325,7 +326,7 @@ class BatchList(list):  # type: ignore[type-arg]
     """Marks a literal's list level as a batch axis (`batch([...])`, OCANNL `[| ... |]`)."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class AccumItem:
     """`lhs <accum> expr(rhs...)` with projections from an OpRecord (a slot view) or derived
     from its own OpRecord (producer regime)."""
@@ -341,7 +342,7 @@ class AccumItem:
     form: AccumForm = AccumForm.ACCUM  #: a plain assignment, a block or its rev_sides
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class EmbedDim:
     """A fetch resolved after shape closing: the size of `tensor`'s axis `axis` of row
     `kind` ("batch", "output" or "input"), as a constant fill (`oc.embed_dim`)."""
@@ -360,13 +361,13 @@ class EmbedDim:
         return A.ConstantFill(float(row[self.axis]))
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class FetchItem:
     node: NodeRef
     op: A.FetchOp | EmbedDim
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class CheckItem:
     """Fail the routine unless 0 <= symbol < the leading batch dim of `tensor`."""
 
@@ -375,7 +376,7 @@ class CheckItem:
     code: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class VecItem:
     """A vectorized operation (seed 001): each uint4x32 cell of `rhs` writes `length`
     consecutive cells of `lhs` (its layout order)."""
@@ -390,7 +391,7 @@ class VecItem:
 Item = AccumItem | FetchItem | CheckItem | VecItem
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Code:
     """A sequence of assignment items (what `@cd` functions return and routines compile)."""
 

@@ -22,15 +22,15 @@ for a backend without contraction kernels (CUDA: see `scheduling`).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Protocol
 
 from .. import config
 from ..infer.padding import Margins
 from ..lowering.loop_ir import CONTRACTION_MIN_WORK, LoopProgram
+from ..records import record
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Decided:
     """A loop-IR pass's output program and the buffer ids it took out of the routine."""
 

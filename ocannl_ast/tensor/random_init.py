@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -28,6 +27,7 @@ from ..errors import ShapeError, user_span
 from ..infer.shape import Shape
 from ..lowering.assignments import RangeOverOffsets
 from ..lowering.loop_ir import Precision, VecUnOp, vec_length
+from ..records import record
 from .builders import accum, prim
 from .node import Code, FetchItem, Init, NodeKind, NodeRef, Tensor, VecItem, no_grad
 
@@ -35,7 +35,7 @@ from .node import Code, FetchItem, Init, NodeKind, NodeRef, Tensor, VecItem, no_
 _EXACT_COUNTERS = {Precision.FLOAT32: 1 << 24, Precision.FLOAT64: 1 << 53}
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class RandomInit:
     code: Code
     words: tuple[tuple[Tensor, tuple[int, int, int, int]], ...]  #: constants to set

@@ -279,7 +279,10 @@ sys.path.insert(0, {describe_dir!r})
 import ocannl_ast
 from code_describe import describe
 from ocannl_ast.rewrite import decorator
+deferred = decorator.cache_size()  # the library's functions are built at their first call
+decorator.materialize_deferred()
 print(json.dumps({{
+    "built_at_import": deferred,
     "libcst": any(m.split(".")[0] == "libcst" for m in sys.modules),
     "entries": {{f"{{k[0]}}:{{k[1]}}:{{k[3].co_firstlineno}}": repr((describe(c), s))
                 for k, (c, s) in decorator._CACHE.items()}},
@@ -302,6 +305,7 @@ def test_library_functions_cached_equal_fresh_and_warm_import_skips_libcst(
     fresh = _probe("off")
     cold = _probe(str(directory))
     warm = _probe(str(directory))
+    assert fresh["built_at_import"] == cold["built_at_import"] == warm["built_at_import"] == 0
     assert fresh["libcst"] and cold["libcst"]
     assert not warm["libcst"], "a warm import must not load libcst"
     assert len(fresh["entries"]) >= 40  # the library's own @op/@cd functions

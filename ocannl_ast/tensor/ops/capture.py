@@ -14,7 +14,6 @@ Input: tensors, spec labels, sizes. Output: DimRefs, tensors, constraints.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from ...errors import ArgumentError, ShapeError, user_span
@@ -22,6 +21,7 @@ from ...infer.constraints import Origin, RowEq
 from ...infer.logic import Einsum
 from ...infer.spec_ast import Label, RowSpec
 from ...infer.terms import Dim, DimTerm, Kind, Row
+from ...records import record
 from .. import validate
 from ..node import Tensor
 from .fetch import embed_dim
@@ -30,7 +30,7 @@ from .pointwise import lt, where
 _KINDS = {"batch": Kind.BATCH, "output": Kind.OUTPUT, "input": Kind.INPUT}
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class _Axis:
     """Axis `axis` (negative: from the end) of row `kind` of `tensor`."""
 
