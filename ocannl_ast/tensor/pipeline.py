@@ -27,7 +27,7 @@ from ..lowering.gc_pause import gc_paused
 from ..lowering.loop_ir import CONTRACTION_MIN_WORK, IndexExpr, LoopProgram, Precision
 from ..lowering.lower import NEUTRAL, lower
 from ..lowering.simplify import fold_zero_fills
-from ..lowering.walk import free_symbols
+from ..lowering.walk import free_symbols, shared_accesses
 from . import holdings, views
 from .node import (
     AccumForm,
@@ -475,7 +475,7 @@ def run(code: Code, opts: Options) -> Lowered:
     trace: list[tuple[str, Any]] = []
     ir: Any = code
     virtual = folded = scratch = frozenset[int]()
-    with lowering_lock, gc_paused():
+    with lowering_lock, gc_paused(), shared_accesses():
         caller_keep, opts = opts.keep, with_escaping(code, opts)
         for stage in STAGES:
             ir = stage.run(ir, opts)
