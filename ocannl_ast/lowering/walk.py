@@ -9,10 +9,9 @@ printer, the verifier and the backends. Input and output: loop-IR nodes (`loop_i
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
 from typing import TypeVar, assert_never
 
+from . import unit_memo
 from .loop_ir import (
     Binary,
     Buffer,
@@ -448,22 +447,6 @@ def writes(s: Stmt) -> frozenset[Buffer]:
                       if isinstance(x, SetCell | Fill | SetFromVec)])
 
 
-_Memo = dict[int, tuple[Stmt, frozenset[Buffer], frozenset[Buffer], frozenset[int], frozenset[int]]]
-#: the memo every `Accesses` made within `shared_accesses` uses (None: each its own)
-_shared_memo: ContextVar[_Memo | None] = ContextVar("ocannl_ast_accesses", default=None)
-
-
-@contextmanager
-def shared_accesses() -> Iterator[None]:
-    """Within it every `Accesses` shares one memo (a pipeline run: passes ask again for
-    the units an earlier pass left as they were)."""
-    token = _shared_memo.set(_shared_memo.get() or {})
-    try:
-        yield
-    finally:
-        _shared_memo.reset(token)
-
-
 class Accesses:
     """`reads` and `writes` (and their buffer ids) memoized by node identity, for one pass
     run: passes ask for the same units' accesses over and over (without the memo a deep
@@ -475,8 +458,7 @@ class Accesses:
     __slots__ = ("_memo",)
 
     def __init__(self) -> None:
-        shared = _shared_memo.get()
-        self._memo: _Memo = {} if shared is None else shared
+        self._memo: unit_memo.Table = unit_memo.table("accesses")
 
     def _entry(self, s: Stmt) -> tuple[Stmt, frozenset[Buffer], frozenset[Buffer],
                                        frozenset[int], frozenset[int]]:

@@ -21,13 +21,14 @@ from ..infer.padding import Margins
 from ..infer.projections import derive_projections as derive_record_projections
 from ..infer.relations import logic_name
 from ..lowering import assignments as A
+from ..lowering import unit_memo
 from ..lowering.coupled import check_cover
 from ..lowering.digest import content_name
 from ..lowering.gc_pause import gc_paused
 from ..lowering.loop_ir import CONTRACTION_MIN_WORK, IndexExpr, LoopProgram, Precision
 from ..lowering.lower import NEUTRAL, lower
 from ..lowering.simplify import fold_zero_fills
-from ..lowering.walk import free_symbols, shared_accesses
+from ..lowering.walk import free_symbols
 from . import holdings, views
 from .node import (
     AccumForm,
@@ -111,8 +112,7 @@ def close_tensors(tensors: Iterable[Tensor], *, dependencies: bool = False) -> N
     lowering lock: the one place shapes are closed (compile, `oc.infer_shapes`, get/set)."""
     if dependencies:
         tensors = [s for t in tensors for u in t.subgraph() for s in (u, *init_deps(u))]
-    shapes = {id(t.shape): t.shape for t in tensors}
-    if shapes:
+    if shapes := {id(t.shape): t.shape for t in tensors}:
         with lowering_lock:
             next(iter(shapes.values())).solver.close(list(shapes.values()))
 
@@ -475,7 +475,7 @@ def run(code: Code, opts: Options) -> Lowered:
     trace: list[tuple[str, Any]] = []
     ir: Any = code
     virtual = folded = scratch = frozenset[int]()
-    with lowering_lock, gc_paused(), shared_accesses():
+    with lowering_lock, gc_paused(), unit_memo.shared():
         caller_keep, opts = opts.keep, with_escaping(code, opts)
         for stage in STAGES:
             ir = stage.run(ir, opts)
