@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 R = TypeVar("R")
 
-Table = dict[int, Any]  #: id(node) -> (node, fact, ...)
+Table = dict[Any, Any]  #: id(node) (or ids) -> (node(s), fact)
 
 #: the memos of the running pipeline, by name (None: outside a run, nothing is kept)
 _tables: ContextVar[dict[str, Table] | None] = ContextVar("ocannl_ast_unit_memo", default=None)
