@@ -38,8 +38,7 @@ from .loop_ir import (
 )
 from .nests import body_units, flat_terms, noted
 from .schedule import injective, same_cell
-from .unit_memo import memoized
-from .walk import Accesses, Loop, gets, map_stmt, own_exprs, scoped, stmt_nodes
+from .walk import Accesses, gets, map_stmt, own_exprs, scoped, stmt_nodes
 
 #: buffers smaller than this many cells keep their own storage (scalars, tiny vectors)
 MIN_ELEMS = 64
@@ -125,9 +124,8 @@ def full_write(u: Stmt, b: Buffer) -> bool:
     statement touching `b` writes it without reading it, injectively over as many
     iterations as `b` has cells, and every other access is at the written cell."""
     first: SetCell | Fill | None = None
-    bid = b.id
-    for s, loops, got in _statements(u):
-        reads = [g for g in got if g.buffer.id == bid]
+    for s, loops in scoped(u):
+        reads = [g for e in own_exprs(s) for g in gets(e) if g.buffer.id == b.id]
         if first is None:
             if isinstance(s, Fill) and s.buffer.id == b.id:
                 return True
@@ -147,14 +145,6 @@ def full_write(u: Stmt, b: Buffer) -> bool:
         if not all(same_cell(b, first.index, ix) for ix in indices):
             return False
     return first is not None
-
-
-@memoized
-def _statements(u: Stmt) -> tuple[tuple[Stmt, tuple[Loop, ...], tuple[Get, ...]], ...]:
-    """Every statement of `u` in pre-order, with its loops and the reads of its own
-    expressions (asked once per unit and candidate buffer)."""
-    return tuple((s, loops, tuple(g for e in own_exprs(s) for g in gets(e)))
-                 for s, loops in scoped(u))
 
 
 def _place(cands: Sequence[Buffer], life: dict[int, list[int]], us: Sequence[Stmt],

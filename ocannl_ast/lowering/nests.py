@@ -112,7 +112,6 @@ def match_reduction(s: Stmt) -> ReductionNest | None:
     return ReductionNest(tuple(outer), tuple(red), decl.name, decl.init, inner.value, store)
 
 
-@memoized
 def cellwise(s: Stmt) -> tuple[SetCell, tuple[Symbol | None, ...]] | None:
     """`s` as ``for loops: buf[loop symbols] = value``, writing each cell of `buf` exactly
     once (each loop indexes one axis, in full), and the loop symbol of each axis (None: an
