@@ -394,6 +394,45 @@ def derive_projections(logic: Logic, lhs: ShapeDims, rhs: list[ShapeDims]) -> Pr
     Example: matmul ``derive_projections(Compose(), ((), (2,), (4,)), [((), (2,), (3,)),
     ((), (3,), (4,))])`` has 3 iterators, one of them a reduction.
     """
+    try:
+        key = (logic, lhs, tuple(rhs))
+        known = _DERIVED.get(key)
+    except TypeError:  # an unhashable logic: derive it every time
+        key, known = None, None
+    if known is not None:
+        return _renamed(known)
     d = _Derivation(logic, lhs, rhs)
     d.run()
-    return d.label()
+    out = d.label()
+    if key is not None and _reusable(out):
+        if len(_DERIVED) >= _MAX_DERIVED:
+            _DERIVED.clear()
+        _DERIVED[key] = out
+    return out
+
+
+#: derivations by (logic, lhs dims, rhs dims): a deep network derives the same few again
+#: and again (every layer's matmul, every parameter's optimizer step)
+_DERIVED: dict[tuple[Logic, ShapeDims, tuple[ShapeDims, ...]], Projections] = {}
+_MAX_DERIVED = 1 << 12
+
+
+def _reusable(p: Projections) -> bool:
+    """Whether `p` is a plain derivation: fresh iterators in `product` only (created in
+    its order), index maps of plain index expressions, no margins, factors or gates."""
+    return not (p.margins or p.factors or p.gates) and all(
+        isinstance(ix, IndexExpr) for m in (p.lhs, *p.rhs) for ix in m)
+
+
+def _renamed(p: Projections) -> Projections:
+    """A reused derivation with fresh iterators, created in the order `label` creates
+    them (the same ids a derivation anew would take)."""
+    new = {s: fresh_symbol(s.name) for s, _ in p.product}
+
+    def ix(e: ProjIndex) -> IndexExpr:
+        assert isinstance(e, IndexExpr)
+        return IndexExpr(tuple((c, new.get(s, s)) for c, s in e.terms), e.offset)
+
+    return Projections(tuple((new[s], n) for s, n in p.product), tuple(ix(e) for e in p.lhs),
+                       tuple(tuple(ix(e) for e in m) for m in p.rhs), p.lhs_dims, p.rhs_dims,
+                       p.debug)

@@ -37,15 +37,15 @@ def _labels_clash(a: Dim, b: Dim) -> bool:
 
 def process(s: SolverState, c: Constraint) -> bool:
     """Handle one constraint; False means it is stuck and waits for its variables."""
-    match c:
-        case DimEq(a=a, b=b, origin=o):
-            return _dim_eq(s, s.subst_dim(a), s.subst_dim(b), o)
-        case DimIneq(cur=a, subr=b, origin=o):
-            return _dim_ineq(s, s.subst_dim(a), s.subst_dim(b), o)
-        case RowEq(a=a, b=b, origin=o):
-            return _row_eq(s, _rank_checked(s, a, o), _rank_checked(s, b, o), o)
+    match c:  # the most frequent first (a deep MLP's step: row, then dim inequalities)
         case RowIneq(cur=a, subr=b, origin=o):
             return _row_ineq(s, _rank_checked(s, a, o), _rank_checked(s, b, o), o)
+        case DimIneq(cur=a, subr=b, origin=o):
+            return _dim_ineq(s, s.subst_dim(a), s.subst_dim(b), o)
+        case DimEq(a=a, b=b, origin=o):
+            return _dim_eq(s, s.subst_dim(a), s.subst_dim(b), o)
+        case RowEq(a=a, b=b, origin=o):
+            return _row_eq(s, _rank_checked(s, a, o), _rank_checked(s, b, o), o)
         case RowBcast(cur=a, subr=b, origin=o):
             return _row_bcast(s, _rank_checked(s, a, o), _rank_checked(s, b, o), o)
         case TotalElems(row=r, n=n, origin=o):
@@ -64,7 +64,7 @@ def _rank_checked(s: SolverState, r: Row, o: Origin) -> Row:
     """The substituted row; one longer than MAX_RANK can only come from a row-rank cycle
     (rows that must each have more axes than the other), which would grow forever."""
     r = s.subst_row(r)
-    if r.known_len > MAX_RANK:
+    if len(r.beg) + len(r.dims) > MAX_RANK:  # (`known_len`, inlined: hot)
         raise conflict(o, f"row-rank cycle: a row grew beyond {MAX_RANK} axes")
     return r
 
@@ -214,27 +214,27 @@ def _row_eq_open(s: SolverState, a: Row, b: Row, o: Origin) -> bool:
 
 
 def _row_ineq(s: SolverState, cur: Row, subr: Row, o: Origin) -> bool:
-    need = subr.known_len
-    if cur.var is None and len(cur.dims) < need:
-        raise conflict(o, f"cannot broadcast {need} axes into {len(cur.dims)} axes")
-    if cur.var is not None and cur.known_len < need:
+    cd, sd, var, sub_var = cur.dims, subr.dims, cur.var, subr.var  # (hot: locals)
+    need = len(subr.beg) + len(sd)
+    if var is None and len(cd) < need:
+        raise conflict(o, f"cannot broadcast {need} axes into {len(cd)} axes")
+    if var is not None and len(cur.beg) + len(cd) < need:
         _check_rank_cycle(s, RowIneq(cur, subr, o), cur, subr)
         extra = tuple(s.fresh_dim() for _ in range(need - cur.known_len))
-        s.bind_row(cur.var, Row.open(s.fresh_row(), (), extra), o)
+        s.bind_row(var, Row.open(s.fresh_row(), (), extra), o)
         s.queue.append(RowIneq(cur, subr, o))
         return True
-    k = min(len(cur.dims), len(subr.dims))
+    k = min(len(cd), len(sd))
     for j in range(1, k + 1):
-        s.queue.append(DimIneq(cur.dims[-j], subr.dims[-j], o))
-    rest_cur = Row(cur.beg, cur.var, cur.dims[:len(cur.dims) - k])
-    rest_sub = Row(subr.beg, subr.var, subr.dims[:len(subr.dims) - k])
-    if rest_sub.var is None and not rest_sub.dims:
+        s.queue.append(DimIneq(cd[-j], sd[-j], o))
+    sub_rest = sd[:len(sd) - k]  # what the aligned axes leave of each side
+    if sub_var is None and not sub_rest:
         return True
-    if rest_sub.var is not None and rest_cur.var == rest_sub.var and rest_sub.known_len == 0:
+    if sub_var is not None and var == sub_var and not subr.beg and not sub_rest:
         return True
     if k == 0:
         return False
-    s.stash(RowIneq(rest_cur, rest_sub, o))
+    s.stash(RowIneq(Row(cur.beg, var, cd[:len(cd) - k]), Row(subr.beg, sub_var, sub_rest), o))
     return True
 
 

@@ -68,12 +68,13 @@ class Solver(SolverState):
         if self._parent is not None:
             self.find().run()
             return
-        while self.queue:
+        queue, process = self.queue, propagate.process
+        while queue:
             self._steps += 1
             if self._steps > MAX_STEPS:
                 raise ShapeError("shape inference did not terminate (constraint cycle)")
-            c = self.queue.popleft()
-            if not propagate.process(self, c):
+            c = queue.popleft()
+            if not process(self, c):
                 self.stash(c)
 
     def close(self, shapes: Iterable[ClosableShape]) -> None:

@@ -47,13 +47,17 @@ def fuse_rows(prog: LoopProgram, max_group: int = MAX_GROUP) -> Scheduled:
     out: list[Stmt] = []
     group = 0
     changed = 0
+    last_fusable = False  # whether out[-1] is `_fusable`
     for u in rest:
-        merged = _merge(out[-1], u) if out and group < max_group and _fusable(u) \
-            and _fusable(out[-1]) else None
+        fusable = _fusable(u)
+        merged = _merge(out[-1], u) if out and group < max_group and fusable \
+            and last_fusable else None
         if merged is None:
             out.append(u)
-            group = 1
+            group, last_fusable = 1, fusable
             continue
+        # two fusable nests merged stay fusable (a loop; under the common loops no statement
+        # becomes a sum of products: each keeps its own loops), so it is not checked again
         out[-1] = merged
         group += 1
         changed += 1

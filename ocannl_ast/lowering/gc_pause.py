@@ -6,6 +6,14 @@ until the pass ends; each collection of the older generations re-walks every one
 CPU time). The IR holds no reference cycles that need collecting while a pass runs, so
 collections wait until the outermost paused region ends (nested regions do nothing);
 reference counting frees memory as usual meanwhile.
+
+When the region ends, what it allocated and still holds (the IR a routine keeps, the graph's
+shape state) is long-lived: it moves straight to the oldest generation (`gc.freeze` then
+`gc.unfreeze`, no traversal) rather than through a young-generation collection of every
+object at once and a middle-generation one later (each a walk over all of them: 6% of a
+64-layer MLP step's compile). A cycle among them is still collected, by the next full
+collection. A program that froze objects itself (`gc.get_freeze_count()`) keeps them frozen:
+then the young collection runs as before.
 """
 
 from __future__ import annotations
@@ -26,4 +34,7 @@ def gc_paused() -> Iterator[None]:
         yield
     finally:
         if was_enabled:
+            if gc.get_freeze_count() == 0:
+                gc.freeze()  # everything tracked, to the permanent generation (the young
+                gc.unfreeze()  # generation's count reset), then all of it to the oldest
             gc.enable()

@@ -78,7 +78,9 @@ def lower(code: Asgn, name: str, *, static_args: tuple[Symbol, ...] = (),
           precision: Precision = Precision.FLOAT32) -> LoopProgram:
     """Lower assignments into one routine. Example: ``lower(seq(...), "step")``."""
     buffers = _Buffers()
-    body = resolve_views(_lower(code, buffers))
+    body = _lower(code, buffers)
+    if buffers.views:  # (else a walk of the whole program that changes nothing)
+        body = resolve_views(body)
     body = _number_locals(body, itertools.count(1))
     return LoopProgram(name, tuple(buffers.values()), static_args, body, precision)
 
@@ -89,12 +91,14 @@ class _Buffers(dict[int, Buffer]):
     def __init__(self) -> None:
         super().__init__()
         self.names: set[str] = set()
+        self.views = False  #: whether a viewing buffer was used
 
 
 def _use(buf: Buffer, buffers: _Buffers) -> Buffer:
     """Register a buffer; names are made unique in order of first use (deterministic). A
     view registers its parent (`lowering.views` resolves the view's accesses)."""
     if buf.view is not None:
+        buffers.views = True
         parent = _use(buf.view.parent, buffers)
         v = buf.view  # direct constructors (a dataclass replace is slow on this hot path)
         return Buffer(buf.id, buf.name, buf.dims, buf.uint4x32,
@@ -350,7 +354,7 @@ def _number_locals(s: Stmt, ids: Iterator[int]) -> Stmt:
         old, new = x.stmts[0].name, f"acc{next(ids)}"
 
         def read(e: Expr) -> Expr | None:
-            return GetLocal(new) if e == GetLocal(old) else None
+            return GetLocal(new) if isinstance(e, GetLocal) and e.name == old else None
 
         def write(y: Stmt) -> Stmt | None:
             match y:

@@ -26,6 +26,7 @@ from .loop_ir import (
     Stmt,
     Symbol,
 )
+from .unit_memo import memoized
 from .walk import Loop
 
 # ---- units and loop nests ------------------------------------------------------------
@@ -50,12 +51,18 @@ def single(s: Stmt) -> Stmt:
 
 def peel(s: Stmt) -> tuple[list[Loop], Stmt]:
     """The loops of a perfect nest (outermost first) and the statement inside them."""
+    loops, inner = _peeled(s)
+    return list(loops), inner
+
+
+@memoized
+def _peeled(s: Stmt) -> tuple[tuple[Loop, ...], Stmt]:
     loops: list[Loop] = []
     s = single(s)
     while isinstance(s, ForLoop):
         loops.append((s.symbol, s.extent))
         s = single(s.body)
-    return loops, s
+    return tuple(loops), s
 
 
 def nest(loops: Sequence[Loop], body: Stmt) -> Stmt:
@@ -84,6 +91,7 @@ class ReductionNest:
         return nest(self.outer, block)
 
 
+@memoized
 def match_reduction(s: Stmt) -> ReductionNest | None:
     """The reduction nest `s` is, or None; every loop symbol is distinct."""
     outer, body = peel(s)

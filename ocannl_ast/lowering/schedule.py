@@ -40,6 +40,7 @@ from .loop_ir import (
     SymbolValue,
 )
 from .nests import ReductionNest, body_units, flat_terms, match_reduction, nest, noted, peel
+from .unit_memo import memoized
 from .walk import (
     Loop,
     expr_nodes,
@@ -140,6 +141,7 @@ def summed_product(c: SetCell, loops: Sequence[Loop]) -> bool:
     return any(used.get(sym, 0) == 0 for sym, n in loops if n > 1)
 
 
+@memoized
 def holds_contraction(u: Stmt) -> bool:
     """Whether a contraction kernel could take some loop of `u` (a sum of products into a
     local, or a summed accumulating product): a pass that hides or wraps it must leave it."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TypeVar, assert_never
 
+from . import unit_memo
 from .loop_ir import (
     Binary,
     Buffer,
@@ -299,8 +300,10 @@ def walk_stmts(s: Stmt, ctx: C, enter: Callable[[Stmt, C], C]) -> Iterator[tuple
             stack += [(k, inner) for k in reversed(kids)]
 
 
-def _stmt_list(s: Stmt, out: list[Stmt]) -> list[Stmt]:
-    """`out` with every statement of `s` appended, in pre-order."""
+@unit_memo.memoized
+def _stmt_list(s: Stmt) -> tuple[Stmt, ...]:
+    """Every statement of `s`, in pre-order."""
+    out: list[Stmt] = []
     stack = [s]
     while stack:
         x = stack.pop()
@@ -315,15 +318,16 @@ def _stmt_list(s: Stmt, out: list[Stmt]) -> list[Stmt]:
                 pass
             case _:
                 assert_never(x)
-    return out
+    return tuple(out)
 
 
 def stmt_nodes(s: Stmt) -> Iterator[Stmt]:
     """Every statement of `s`, in pre-order."""
-    return iter(_stmt_list(s, []))
+    return iter(_stmt_list(s))
 
 
-def _scoped_list(s: Stmt) -> list[tuple[Stmt, tuple[Loop, ...]]]:
+@unit_memo.memoized
+def _scoped_list(s: Stmt) -> tuple[tuple[Stmt, tuple[Loop, ...]], ...]:
     out: list[tuple[Stmt, tuple[Loop, ...]]] = []
     stack: list[tuple[Stmt, tuple[Loop, ...]]] = [(s, ())]
     while stack:
@@ -339,7 +343,7 @@ def _scoped_list(s: Stmt) -> list[tuple[Stmt, tuple[Loop, ...]]]:
                 pass
             case _:
                 assert_never(x)
-    return out
+    return tuple(out)
 
 
 def scoped(s: Stmt) -> Iterator[tuple[Stmt, tuple[Loop, ...]]]:
@@ -348,7 +352,7 @@ def scoped(s: Stmt) -> Iterator[tuple[Stmt, tuple[Loop, ...]]]:
 
 
 def _stmt_gets(s: Stmt, out: list[Get]) -> list[Get]:
-    for x in _stmt_list(s, []):
+    for x in _stmt_list(s):
         match x:
             case SetCell(value=v) | DeclLocal(init=v) | SetLocal(value=v) | SetFromVec(value=v):
                 _expr_gets(v, out)
@@ -442,7 +446,7 @@ def reads(s: Stmt) -> frozenset[Buffer]:
 
 def writes(s: Stmt) -> frozenset[Buffer]:
     """The buffers `s` writes."""
-    return frozenset([x.buffer for x in _stmt_list(s, [])
+    return frozenset([x.buffer for x in _stmt_list(s)
                       if isinstance(x, SetCell | Fill | SetFromVec)])
 
 
@@ -457,8 +461,7 @@ class Accesses:
     __slots__ = ("_memo",)
 
     def __init__(self) -> None:
-        self._memo: dict[int, tuple[Stmt, frozenset[Buffer], frozenset[Buffer],
-                                    frozenset[int], frozenset[int]]] = {}
+        self._memo: unit_memo.Table = unit_memo.table("accesses")
 
     def _entry(self, s: Stmt) -> tuple[Stmt, frozenset[Buffer], frozenset[Buffer],
                                        frozenset[int], frozenset[int]]:

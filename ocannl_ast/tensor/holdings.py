@@ -31,9 +31,10 @@ import numpy as np
 from .. import naming
 from ..errors import CheckpointError, user_span
 from ..lowering import assignments as A
+from ..lowering import unit_memo
 from ..lowering.loop_ir import BinOp, Buffer, storage_id
 from .checkpoint import Entries, check_entry, names
-from .node import Init, Tensor, buffer_id
+from .node import Code, Init, Tensor, buffer_id
 
 BY = ("name", "order")
 
@@ -95,6 +96,11 @@ def carried(asgn: A.Asgn) -> set[int]:
 
     walk(asgn)
     return out
+
+
+#: `code.tensors()`, computed once per pipeline run (`unit_memo`): its stages ask again;
+#: callers only read the list
+tensors_of: Callable[[Code], list[Tensor]] = unit_memo.memoized(Code.tensors)
 
 
 def scratch(tensors: Iterable[Tensor], asgn: A.Asgn, keep: Container[int]) -> frozenset[int]:

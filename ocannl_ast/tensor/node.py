@@ -95,9 +95,14 @@ def grad_disabled() -> bool:
 
 
 @functools.lru_cache(maxsize=1 << 14)
-def _ident(label: str) -> str:
+def _ident(label: str, _known: dict[str, str] = {}) -> str:  # noqa: B006 -- the memo
+    if (hit := _known.get(label)) is not None:  # (hot: every buffer of every compile)
+        return hit
+    if len(_known) >= 1 << 14:  # bounded: a long session's labels
+        _known.clear()
     s = re.sub(r"\W", "_", label)
-    return s if s and not s[0].isdigit() else f"t_{s}"
+    _known[label] = out = s if s and not s[0].isdigit() else f"t_{s}"
+    return out
 
 
 class Tensor:

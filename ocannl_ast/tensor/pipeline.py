@@ -21,6 +21,7 @@ from ..infer.padding import Margins
 from ..infer.projections import derive_projections as derive_record_projections
 from ..infer.relations import logic_name
 from ..lowering import assignments as A
+from ..lowering import unit_memo
 from ..lowering.coupled import check_cover
 from ..lowering.digest import content_name
 from ..lowering.gc_pause import gc_paused
@@ -98,7 +99,7 @@ class Options:
 def close_shapes(code: Code, opts: Options) -> Code:
     """Close the shapes of every tensor the code touches and of whatever the held-out
     tensors' initializers read (they are initialized by routines of their own)."""
-    tensors = code.tensors()
+    tensors = holdings.tensors_of(code)
     measured = [it.op.tensor for it in code if isinstance(it, FetchItem)
                 and isinstance(it.op, EmbedDim)]  # oc.embed_dim reads their closed dims
     close_tensors([*tensors, *measured, *(d for t in held_out(tensors) for d in init_deps(t))])
@@ -111,8 +112,7 @@ def close_tensors(tensors: Iterable[Tensor], *, dependencies: bool = False) -> N
     lowering lock: the one place shapes are closed (compile, `oc.infer_shapes`, get/set)."""
     if dependencies:
         tensors = [s for t in tensors for u in t.subgraph() for s in (u, *init_deps(u))]
-    shapes = {id(t.shape): t.shape for t in tensors}
-    if shapes:
+    if shapes := {id(t.shape): t.shape for t in tensors}:
         with lowering_lock:
             next(iter(shapes.values())).solver.close(list(shapes.values()))
 
@@ -188,7 +188,7 @@ def lay_out(code: Code, table: Mapping[OpRecord, A.Projections],
                                  "padded readers first (or together)", rec.span)
             wide[vid] = new
     layout: dict[int, Margins] = {}
-    for t in code.tensors():
+    for t in holdings.tensors_of(code):
         value, grad = buffer_ids(t.base())
         m = wide.get(value) or fixed.get(value) or ()
         layout[value] = layout[grad] = m if any(lo or hi for lo, hi in m) else ()
@@ -371,9 +371,9 @@ def with_escaping(code: Code, opts: Options) -> Options:
     """`opts` keeping every held-out tensor's buffers (params, their grads, optimizer
     state, data) and folding the number constants (`oc.number`, literals) not in
     `opts.no_fold`."""
-    keep = set(opts.keep) | kept_precisions(code.tensors(), opts.precision)  # own storage
-    constants: dict[int, float] = dict(opts.constants)
-    for t in held_out(code.tensors()):
+    tensors, constants = holdings.tensors_of(code), dict(opts.constants)
+    keep = set(opts.keep) | kept_precisions(tensors, opts.precision)  # own storage
+    for t in held_out(tensors):
         keep.update(buffer_ids(t))  # its value and grad buffers
         if t.init is Init.CONST and isinstance(t.init_value, float) and buffer_id(t) not in \
                 opts.no_fold and t.precision is None:  # own storage: read as stored
@@ -475,7 +475,7 @@ def run(code: Code, opts: Options) -> Lowered:
     trace: list[tuple[str, Any]] = []
     ir: Any = code
     virtual = folded = scratch = frozenset[int]()
-    with lowering_lock, gc_paused():
+    with lowering_lock, gc_paused(), unit_memo.shared():
         caller_keep, opts = opts.keep, with_escaping(code, opts)
         for stage in STAGES:
             ir = stage.run(ir, opts)
@@ -485,12 +485,12 @@ def run(code: Code, opts: Options) -> Lowered:
                 stage.verify(ir)
             trace.append((stage.name, ir))
             if stage.name == "simplify":  # scratch nodes are intermediates from here on
-                scratch = holdings.scratch(code.tensors(), ir, caller_keep)
+                scratch = holdings.scratch(holdings.tensors_of(code), ir, caller_keep)
                 opts = dataclasses.replace(opts, keep=opts.keep - scratch)
     out = dict(trace)
     projected: ProjectedCode = out["projections"]
     virtual |= views.dropped(code, projected.layout, opts.keep)  # views' forward copies
-    held = [t for t in held_out(code.tensors()) if buffer_id(t) not in scratch]
+    held = [t for t in held_out(holdings.tensors_of(code)) if buffer_id(t) not in scratch]
     return Lowered(ir, out["simplify"], held, tuple(trace), virtual, folded,
                    projected.projections, projected.layout)
 

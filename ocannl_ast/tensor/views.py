@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from ..errors import DslSyntaxError
 from ..infer.logic import BatchSlice
 from ..infer.padding import Margins
+from ..lowering import unit_memo
 from ..lowering.loop_ir import Buffer, IndexExpr, View
 from .node import AccumItem, Code, NodeKind, NodeRef, Tensor, buffer_id, node_owner
 
@@ -36,6 +37,15 @@ def buffer_of(ref: NodeRef, layout: Mapping[int, Margins]) -> Buffer:
     """The buffer of `ref` in the assignments IR: a view of the sliced tensor's buffer for
     an unpadded batch slice's value (a slice of a slice views the first parent), else its
     own. Example: ``buffer_of(x.batch_slice(i).value, layout).view.parent``."""
+    memo, key = unit_memo.table("buffer_of"), (id(ref.tensor), ref.kind, id(layout))
+    if (hit := memo.get(key)) is not None:  # one pipeline run asks again and again
+        return hit[2]  # type: ignore[no-any-return]
+    out = _buffer_of(ref, layout)
+    memo[key] = (ref.tensor, layout, out)  # (holding what the key's ids name)
+    return out
+
+
+def _buffer_of(ref: NodeRef, layout: Mapping[int, Margins]) -> Buffer:
     buf = ref.buffer(layout)
     t = sliced(ref)
     if t is None or _padded(t, layout):

@@ -314,3 +314,32 @@ def test_diagonal_write_is_injective() -> None:
     p = derive_projections(einsum("i=>ii"), out(3, 3), [out(3)])
     assert p.reduction_iterators() == ()
     assert p.lhs_injective()
+
+
+@pytest.mark.parametrize("logic, lhs, rhs", [
+    (Compose(), out(2), [((), (2,), (3,)), out(3)]),
+    (Pointwise(), ((4,), (2,), ()), [((4,), (2,), ()), out(2)]),
+    (einsum("ij;jk=>ik"), out(2, 4), [out(2, 3), out(3, 4)]),
+])
+def test_a_repeated_derivation_is_the_same_with_iterators_of_its_own(
+        logic: object, lhs: tuple[tuple[int, ...], ...], rhs: list[tuple[tuple[int, ...], ...]]
+) -> None:
+    """Deriving the same operation over the same dims again (every layer of a deep network
+    does) gives the same projections over fresh iterators, created in the same order."""
+    a = derive_projections(logic, lhs, rhs)  # type: ignore[arg-type]
+    b = derive_projections(logic, lhs, rhs)  # type: ignore[arg-type]
+    sa, sb = [s for s, _ in a.product], [s for s, _ in b.product]
+    assert len(sa) == len(sb) > 0 and not set(sa) & set(sb)
+    assert [s.id for s in sb] == sorted(s.id for s in sb) and min(s.id for s in sb) > max(
+        s.id for s in sa)
+    rename = dict(zip(sa, sb, strict=True))
+
+    def renamed(ix: IndexExpr) -> IndexExpr:
+        return IndexExpr(tuple((c, rename.get(s, s)) for c, s in ix.terms), ix.offset)
+
+    assert [n for _, n in a.product] == [n for _, n in b.product]
+    assert tuple(renamed(x) for x in a.lhs) == b.lhs
+    assert tuple(tuple(renamed(x) for x in r) for r in a.rhs) == b.rhs
+    assert (a.lhs_dims, a.rhs_dims, a.debug) == (b.lhs_dims, b.rhs_dims, b.debug)
+    c = derive_projections(logic, lhs, rhs)  # type: ignore[arg-type]
+    assert not set(sb) & {s for s, _ in c.product}  # a third time: fresh ones again

@@ -75,3 +75,41 @@ def test_spans_from_one_long_code_object_are_exact(tmp_path: Path) -> None:
     assert err.value.span is not None
     assert (err.value.span.file, err.value.span.line) == (str(script), 204)
     assert err.value.span.col == len("bad = ")
+
+
+def test_what_a_pause_allocated_goes_to_the_oldest_generation() -> None:
+    """No young collection walks the compiler's long-lived objects when a pause ends: they
+    are in the oldest generation, and a cycle among them is still collected by a full
+    collection."""
+    import weakref
+
+    class Node:
+        pass
+
+    gc.collect()
+    with gc_paused():
+        a, b = Node(), Node()
+        a.other, b.other = b, a  # type: ignore[attr-defined]  # a cycle
+        held = [Node() for _ in range(1000)]
+        gone = weakref.ref(a)
+    assert gc.isenabled() and gc.get_count()[0] < 50
+    assert any(x is held[0] for x in gc.get_objects(2))
+    assert not any(x is held[0] for x in gc.get_objects(0))
+    del a, b
+    gc.collect(0)
+    gc.collect(1)
+    assert gone() is not None  # in the oldest generation: young collections skip it
+    gc.collect()
+    assert gone() is None  # a full collection frees the cycle
+
+
+def test_objects_the_program_froze_stay_frozen() -> None:
+    gc.collect()
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        with gc_paused():
+            _ = [object() for _ in range(10)]
+        assert gc.get_freeze_count() == frozen  # not unfrozen by the pause
+    finally:
+        gc.unfreeze()
