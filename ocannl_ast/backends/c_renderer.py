@@ -135,6 +135,11 @@ class CRenderer:
     team: int = 0
     team_units: int = 0  #: top-level statements rendered so far for the whole team
     in_parallel: bool = False  #: rendering the body of a parallel loop (no kernel calls)
+    #: when a list: the constant term of each program buffer's cell index is rendered as a
+    #: mark (`c_dedup.MARK`) and recorded here as (the buffer's C name, the offset), so
+    #: that nests differing only in where their cells lie can share one function
+    offset_marks: list[tuple[str, int]] | None = None
+    params: frozenset[Buffer] = frozenset()  #: the program's buffers (not local arrays)
 
     def __post_init__(self) -> None:
         self.foreign = frozenset(b for b in self.prog.buffers
@@ -145,6 +150,7 @@ class CRenderer:
         self.reorder = self.syntax.reorder_loops and c_reorder.enabled() and not half
         self.lanes = self.syntax.reorder_loops and c_lanes.enabled() and not half
         self.words = self.syntax.words(self.prog.precision)
+        self.params = frozenset(self.prog.buffers)
         taken: set[str] = set()
         for buf in self.prog.buffers:
             self.buffers[buf] = unique_name(c_ident(buf.name), taken)
@@ -200,7 +206,14 @@ class CRenderer:
         terms, offset = flat_terms(buf.dims, index)
         self.used_buffers.add(buf)
         name = f"(({U4}*){self.buffers[buf]})" if buf.uint4x32 else self.buffers[buf]
-        return self.syntax.cell(name, self.affine(terms, offset))
+        marks = self.offset_marks
+        if marks is None or buf not in self.params:
+            return self.syntax.cell(name, self.affine(terms, offset))
+        # the marked form: `c_dedup.literal` turns it back into `affine(terms, offset)`
+        mark = f"\x01{len(marks)}\x01"
+        marks.append((self.buffers[buf], offset))
+        lead = self.affine(terms, 0) if any(terms.values()) else ""
+        return self.syntax.cell(name, f"{lead} + {mark}" if lead else mark)
 
     def op(self, op: UnOp | BinOp | TernOp, *args: str) -> str:
         """The dialect's text of `op` on `args`, recording the helpers it calls."""
