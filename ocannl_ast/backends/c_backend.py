@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -198,17 +199,31 @@ def _code_lines(body: tuple[str, ...]) -> int:
     return sum(1 for ln in body if not (ln.lstrip().startswith("/*") and ln.endswith("*/")))
 
 
+#: What gcc spends on one call of an inlined transcendental helper (`c_math`: exp, expm1,
+#: tanh, log), in lines of loop nests (-O2: about 47 ms against 0.6 ms a line and 5 ms a
+#: loop, fitted over a transformer step's functions).
+HELPER_CALL_LINES = 75
+_HEAVY_CALL = re.compile(r"\bocannl_(?:exp|expm1|tanh|log)_[fd]\(")
+
+
+def _weight(body: Sequence[str]) -> int:
+    """What gcc spends on a function, in lines: its lines of code (`_code_lines`), plus
+    `HELPER_CALL_LINES` per call of an inlined transcendental helper."""
+    heavy = sum(len(_HEAVY_CALL.findall(ln)) for ln in body if "ocannl_" in ln)
+    return _code_lines(tuple(body)) + HELPER_CALL_LINES * heavy
+
+
 def _groups(parts: list[_Part], kernel: bool, jobs: int,
             shared: Sequence[Shared] = ()) -> list[list[int]]:
     """The functions of each translation unit (positions in `parts`, then in `shared` after
     them, in order). Unit 0 holds the entry point and the kernel (weighing `KERNEL_LINES`)
-    unless it is compiled apart; the functions go, longest first, to the unit with the
-    fewest lines of code (`_code_lines`) so far. One unit when `jobs` is 1 or the routine
-    is small."""
-    sizes = [_code_lines(p.body) + 2 for p in parts]
-    sizes += [_code_lines(f.body) + 2 for f in shared]
-    if jobs <= 1 or len(sizes) < 2 or sum(sizes) < SPLIT_MIN_LINES:
-        return [list(range(len(sizes)))]
+    unless it is compiled apart; the functions go, heaviest first, to the unit of the least
+    weight (`_weight`) so far. One unit when `jobs` is 1 or the routine is small (fewer
+    than `SPLIT_MIN_LINES` lines of code)."""
+    bodies = [*(p.body for p in parts), *(f.body for f in shared)]
+    if jobs <= 1 or len(bodies) < 2 or sum(_code_lines(b) + 2 for b in bodies) < SPLIT_MIN_LINES:
+        return [list(range(len(bodies)))]
+    sizes = [_weight(b) + 2 for b in bodies]
     # unit 0 also holds the entry point: a call and a declaration per part
     load = [(KERNEL_LINES if kernel else 0) + len(parts)] + [0] * (min(jobs, len(sizes)) - 1)
     groups: list[list[int]] = [[] for _ in load]
