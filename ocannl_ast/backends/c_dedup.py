@@ -90,22 +90,31 @@ def _canon(nest: Nest, types: dict[str, str], statics: frozenset[str]) -> _Canon
     stats: dict[str, str] = {}
     locs: dict[str, str] = {}
     slots: dict[tuple[str, int], int] = {}
+    seen: dict[str, str] = {}  #: word -> its replacement (itself if kept)
 
     def sub(m: re.Match[str]) -> str:
-        if m.group(1) is not None:
-            mark = nest.marks[int(m.group(1))]
-            slot = slots.setdefault(mark, len(slots))
-            return f"\x02{slot}\x02"
         word = m.group(0)
-        if word in types:
-            return bufs.setdefault(word, f"ocannl_dp{len(bufs)}")
-        if word in statics:
-            return stats.setdefault(word, f"ocannl_ds{len(stats)}")
-        if _LOCAL.fullmatch(word):
-            return locs.setdefault(word, f"ocannl_dv{len(locs)}")
-        return word
+        got = seen.get(word)
+        if got is not None:
+            return got
+        if word[0] == "\x01":
+            mark = nest.marks[int(m.group(1))]
+            slot = slots.get(mark)
+            if slot is None:
+                slot = slots[mark] = len(slots)
+            got = f"\x02{slot}\x02"
+        elif word in types:
+            got = bufs[word] = f"ocannl_dp{len(bufs)}"
+        elif word in statics:
+            got = stats[word] = f"ocannl_ds{len(stats)}"
+        elif _LOCAL.fullmatch(word):
+            got = locs[word] = f"ocannl_dv{len(locs)}"
+        else:
+            got = word
+        seen[word] = got
+        return got
 
-    text = "\n".join(_TOKEN.sub(sub, ln) for ln in nest.lines)
+    text = _TOKEN.sub(sub, "\n".join(nest.lines))
     order = list(bufs)
     pos = {name: k for k, name in enumerate(order)}
     return _Canon((text, tuple(types[b] for b in order)), order, list(stats),

@@ -10,6 +10,7 @@ those lines: `c_backend` into functions and an entry point, `cuda_backend` into 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import assert_never
 
@@ -55,15 +56,19 @@ from ocannl_ast.lowering.walk import reads, stmt_nodes, writes
 __all__ = ["CRenderer", "has_loop", "is_word", "strip_outer", "unique_name"]
 
 
+_PARENS = re.compile(r"[()]")
+
+
 def strip_outer(text: str) -> str:
     """Drop one pair of parentheses enclosing the whole expression: ``(a + b)`` -> ``a + b``,
     while ``(a) + (b)`` stays."""
     if not (text.startswith("(") and text.endswith(")")):
         return text
     depth = 0
-    for pos, ch in enumerate(text):
-        depth += {"(": 1, ")": -1}.get(ch, 0)
-        if depth == 0 and pos < len(text) - 1:
+    last = len(text) - 1
+    for m in _PARENS.finditer(text):  # the parentheses only (a hot path of rendering)
+        depth += 1 if text[m.start()] == "(" else -1
+        if depth == 0 and m.start() < last:
             return text
     return text[1:-1]
 
