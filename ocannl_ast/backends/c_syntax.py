@@ -234,11 +234,11 @@ def c_const(value: float, precision: Precision) -> str:
     if math.isnan(value):
         return "NAN"
     # -0.0 == 0.0 and 1 == 1.0 (whose repr differs): the sign and the type are in the key
-    return _c_const(value, math.copysign(1.0, value) < 0, precision, type(value))
+    return _c_const(value, math.copysign(1.0, value) < 0, precision, type(value).__name__)
 
 
 @functools.lru_cache(maxsize=4096)
-def _c_const(value: float, negative: bool, precision: Precision, _kind: type) -> str:
+def _c_const(value: float, negative: bool, precision: Precision, _kind: str) -> str:
     if precision is Precision.FLOAT32:
         with np.errstate(over="ignore"):
             v32 = np.float32(value)
