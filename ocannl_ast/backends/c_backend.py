@@ -7,6 +7,7 @@ Stage: last. Input: a verified `LoopProgram`. Output: C source (`render_c`) and 
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import os
 import re
@@ -29,7 +30,7 @@ from ocannl_ast.backends.compiler import (
     prebuild_object,
 )
 from ocannl_ast.backends.protocol import CompiledRoutine
-from ocannl_ast.backends.runtime import CRoutine, LoadedLibrary, is_loaded, load
+from ocannl_ast.backends.runtime import CRoutine, LoadedLibrary, declare, is_loaded, load
 from ocannl_ast.errors import BackendError
 from ocannl_ast.lowering import nests
 from ocannl_ast.lowering.gc_pause import gc_paused
@@ -415,11 +416,15 @@ def compile_c(
     flags = (*effective_flags(opt_flags), *rendered.flags)
     directory = Path(cache_dir) if cache_dir is not None else cache_dir_default()
     dialect = syntax.fingerprint()
-    entry = build_cached(rendered.cname, rendered.source, flags, directory, dialect=dialect,
-                         extra_units=rendered.extra_units, objects=rendered.objects)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:  # gcc runs while cffi parses
+        job = pool.submit(build_cached, rendered.cname, rendered.source, flags, directory,
+                          dialect=dialect, extra_units=rendered.extra_units,
+                          objects=rendered.objects)
+        ffi = declare(rendered.cdef)
+        entry = job.result()
     if not is_loaded(entry.so_path):
         try:
-            load(entry.so_path, rendered.cdef)
+            load(entry.so_path, rendered.cdef, ffi)
         except OSError:  # verified yet not loadable (e.g. written by another gcc): rebuild
             entry = build_cached(rendered.cname, rendered.source, flags, entry.so_path.parent,
                                  dialect=dialect, rebuild=True,
