@@ -145,6 +145,9 @@ class CRenderer:
     #: that nests differing only in where their cells lie can share one function
     offset_marks: list[tuple[str, int]] | None = None
     params: frozenset[Buffer] = frozenset()  #: the program's buffers (not local arrays)
+    #: names of parameters, statics and local arrays, for `fresh` (made on its first call)
+    fresh_taken: set[str] | None = None
+    fresh_next: dict[str, int] = field(default_factory=dict)  #: stem -> next k to try
 
     def __post_init__(self) -> None:
         self.foreign = frozenset(b for b in self.prog.buffers
@@ -171,6 +174,22 @@ class CRenderer:
             raise BackendError(f"{self.prog.name}: symbol {sym.name}#{sym.id} is not bound")
         self.used_symbols.add(sym)
         return self.symbols[sym]
+
+    def fresh(self, stem: str) -> str:
+        """``<stem><k>``, the smallest k naming no buffer, local array or symbol yet: a
+        local array's name (`c_lanes`, `c_reorder`), which the caller adds to `buffers`.
+        The names taken only grow (arrays are never renamed; counters are ``i<n>``), so
+        the search goes on from the last name given."""
+        taken = self.fresh_taken
+        if taken is None:
+            taken = self.fresh_taken = set(self.buffers.values()) | set(self.symbols.values())
+        k = self.fresh_next.get(stem, 0)
+        while f"{stem}{k}" in taken:
+            k += 1
+        name = f"{stem}{k}"
+        taken.add(name)
+        self.fresh_next[stem] = k + 1
+        return name
 
     def local(self, name: str) -> str:
         """The C name of a scalar local (``l_<name>``)."""
