@@ -155,3 +155,14 @@ def test_literal_gives_the_plain_offsets() -> None:
     lines = ["  a[4*i0 + \x010\x01] = b[\x011\x01] + c[i0 + \x012\x01] + d[i0 + \x013\x01];"]
     marks = [("a", 0), ("b", 7), ("c", -3), ("d", 12)]
     assert c_dedup.literal(lines, marks) == ["  a[4*i0] = b[7] + c[i0 - 3] + d[i0 + 12];"]
+
+
+def test_units_weigh_inlined_transcendentals(monkeypatch: pytest.MonkeyPatch) -> None:
+    """gcc spends on one inlined exp what it spends on dozens of plain lines: a part calling
+    two gets a translation unit of its own against two parts of 100 plain lines."""
+    from ocannl_ast.backends.c_backend import _groups, _Part
+
+    monkeypatch.setattr(c_backend, "SPLIT_MIN_LINES", 0)
+    heavy = _Part(("  y[0] = ocannl_exp_f(x[0]) + ocannl_tanh_f(x[1]);",), (), (), False)
+    plain = _Part(tuple(f"  y[{k}] = x[{k}] + 1.0f;" for k in range(100)), (), (), False)
+    assert _groups([plain, heavy, plain], False, 2) == [[0, 2], [1]]
