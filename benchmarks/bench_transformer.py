@@ -215,7 +215,9 @@ def compile_rows(quick: bool) -> list[Row]:
         except WorkerTimeout as e:
             rows.append(Row(G, what + label, str(e), target if not label else "", False))
             continue
-        rows.append(Row(G, what + label, f"{got['seconds']:.3g} s ({got['units']} C file(s); "
+        rows.append(Row(G, what + label, f"{got['seconds']:.3g} s ({got['units']} C file(s), "
+                                         f"{got['lines']:.0f} lines, {got['shared']:.0f} "
+                                         "shared nest functions; "
                                          f"CPU: python {got['python_cpu']:.2g} s, gcc "
                                          f"{got['gcc_cpu']:.2g} s; load {got['load']:.2g})",
                         "" if label else target,
@@ -251,8 +253,11 @@ def compile_worker(quick: bool) -> None:
     t0, c0 = time.perf_counter(), os.times()
     tm.build_ocannl(cfg, ids, tgt, oc.Context())
     seconds, c1 = time.perf_counter() - t0, os.times()
-    units = 1 + len(list(Path(os.environ["OCANNL_AST_CACHE"]).glob("*.u*.c")))
-    print(json.dumps({"seconds": seconds, "units": units,
+    files = [p for p in Path(os.environ["OCANNL_AST_CACHE"]).glob("routine*.c")]
+    text = "\n".join(p.read_text() for p in files)
+    shared = len(set(re.findall(r"\b\w+_n\d+(?=\()", text)))  # c_dedup's functions
+    print(json.dumps({"seconds": seconds, "units": len(files), "lines": text.count("\n"),
+                      "shared": shared,
                       "python_cpu": c1.user - c0.user + c1.system - c0.system,
                       "gcc_cpu": c1.children_user - c0.children_user
                       + c1.children_system - c0.children_system}))

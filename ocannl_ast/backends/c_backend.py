@@ -7,8 +7,10 @@ Stage: last. Input: a verified `LoopProgram`. Output: C source (`render_c`) and 
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +19,7 @@ from ocannl_ast import config
 from ocannl_ast.backends import c_region
 from ocannl_ast.backends.c_contraction import threads_setting
 from ocannl_ast.backends.c_contraction_kernel import SHARED_LINKAGE, kernel_c, run_prototype
+from ocannl_ast.backends.c_dedup import Nest, Shared, literal, share
 from ocannl_ast.backends.c_renderer import CRenderer
 from ocannl_ast.backends.c_syntax import C, CSyntax, Word, c_const, c_ident
 from ocannl_ast.backends.compiler import (
@@ -27,7 +30,7 @@ from ocannl_ast.backends.compiler import (
     prebuild_object,
 )
 from ocannl_ast.backends.protocol import CompiledRoutine
-from ocannl_ast.backends.runtime import CRoutine, LoadedLibrary, is_loaded, load
+from ocannl_ast.backends.runtime import CRoutine, LoadedLibrary, declare, is_loaded, load
 from ocannl_ast.errors import BackendError
 from ocannl_ast.lowering import nests
 from ocannl_ast.lowering.gc_pause import gc_paused
@@ -41,7 +44,7 @@ from ocannl_ast.lowering.loop_ir import (
     SetLocal,
     Symbol,
 )
-from ocannl_ast.lowering.walk import stmt_nodes
+from ocannl_ast.lowering.walk import stmt_nodes, writes
 
 __all__ = ["DEFAULT_OPT_FLAGS", "CRoutine", "CompiledRoutine", "c_const", "c_ident",
            "cc_jobs", "compile_c", "kernel_objects", "prebuild_kernel", "render_c",
@@ -69,6 +72,10 @@ class _Rendered:
 #: the calls cost nanoseconds.
 FUNCTION_LINES = 48
 
+#: Whether statements repeated but for their buffers and offsets share one function
+#: (`c_dedup`): the same bits, less C for gcc (a 2-block transformer step: a third less).
+SHARE_NESTS = True
+
 #: Smallest routine (C lines of its functions) split into several translation units, each
 #: compiled by its own gcc at once (`OCANNL_AST_CC_JOBS`): below it, the extra processes
 #: and the link cost more than they save.
@@ -92,20 +99,43 @@ class _Part:
     index_checks: bool = False  #: holds a `CheckIndex` (a static argument's bound)
 
 
-def _parts(r: CRenderer, budget: int) -> list[_Part]:
+def _parts(r: CRenderer, budget: int, prefix: str = "") -> tuple[list[_Part], list[Shared]]:
     """The routine's body as a sequence of functions of about `budget` lines each; with
-    `r.team`, a function holds either statements for the whole team or none of them."""
+    `r.team`, a function holds either statements for the whole team or none of them. With
+    a `prefix` (and `SHARE_NESTS`), statements that differ only in their buffers and offsets
+    call shared functions (`c_dedup`) named after it, returned second."""
     units = nests.units(r.prog.body)
     if any(isinstance(u, DeclLocal | SetLocal) for u in units):
         units = [r.prog.body]  # routine-level locals: one function keeps them in scope
         r.team = 0
+    buf_pos = {b: i for i, b in enumerate(r.prog.buffers)}
+    sym_pos = {s: i for i, s in enumerate(r.prog.static_args)}
+    rendered: list[tuple[Nest, set[Buffer], set[Symbol], bool, bool, bool]] = []
+    share_on = bool(prefix) and SHARE_NESTS and len(units) > 1
+    for u in units:
+        r.used_buffers, r.used_symbols, r.checked = set(), set(), False
+        r.offset_marks = [] if share_on else None
+        lines: list[str] = []
+        before = r.team_units
+        r.seq((u,), 1, lines)
+        is_team = r.team_units > before
+        index_checks = any(isinstance(x, CheckIndex) for x in stmt_nodes(u))
+        written = frozenset(r.buffers[b] for b in writes(u) if b in buf_pos)
+        nest = Nest(lines, r.offset_marks or [], written, not (is_team or r.checked))
+        rendered.append((nest, r.used_buffers, r.used_symbols, r.checked, is_team,
+                         index_checks))
+    r.offset_marks = None
+    shared: list[Shared] = []
+    calls: dict[int, str] = {}
+    if share_on:
+        types = {r.buffers[b]: r.buffer_type(b) for b in r.prog.buffers}
+        shared, calls = share([n for n, *_ in rendered], prefix, types,
+                              frozenset(r.symbols[s] for s in r.prog.static_args))
     parts: list[_Part] = []
-    lines: list[str] = []
+    lines = []
     bufs: set[Buffer] = set()
     syms: set[Symbol] = set()
     checked = team = index_checks = False
-    buf_pos = {b: i for i, b in enumerate(r.prog.buffers)}
-    sym_pos = {s: i for i, s in enumerate(r.prog.static_args)}
 
     def close() -> None:
         b_pos = tuple(sorted(buf_pos[b] for b in bufs if b in buf_pos))
@@ -116,12 +146,9 @@ def _parts(r: CRenderer, budget: int) -> list[_Part]:
         bufs.clear()
         syms.clear()
 
-    for u in units:
-        r.used_buffers, r.used_symbols, r.checked = set(), set(), False
-        unit: list[str] = []
-        before = r.team_units
-        r.seq((u,), 1, unit)
-        is_team = r.team_units > before
+    for k, (u, (nest, u_bufs, u_syms, u_checked, is_team, u_index)) in enumerate(
+            zip(units, rendered)):
+        unit = [calls[k]] if k in calls else literal(nest.lines, nest.marks)
         comment = isinstance(u, Comment)
         if lines and not comment and (len(lines) + len(unit) > budget or is_team != team):
             tail = _trailing_comments(lines)  # they go with the statement after them
@@ -132,13 +159,13 @@ def _parts(r: CRenderer, budget: int) -> list[_Part]:
         if not comment:
             team = is_team
         lines += unit
-        bufs.update(r.used_buffers)
-        syms.update(r.used_symbols)
-        checked = checked or r.checked
-        index_checks = index_checks or any(isinstance(x, CheckIndex) for x in stmt_nodes(u))
+        bufs.update(u_bufs)
+        syms.update(u_syms)
+        checked = checked or u_checked
+        index_checks = index_checks or u_index
     if lines or not parts:
         close()
-    return parts
+    return parts, shared
 
 
 def _trailing_comments(lines: list[str]) -> list[str]:
@@ -173,21 +200,46 @@ def _code_lines(body: tuple[str, ...]) -> int:
     return sum(1 for ln in body if not (ln.lstrip().startswith("/*") and ln.endswith("*/")))
 
 
-def _groups(parts: list[_Part], kernel: bool, jobs: int) -> list[list[int]]:
-    """The parts of each translation unit (positions in `parts`, in order). Unit 0 holds the
-    entry point and the kernel (weighing `KERNEL_LINES`) unless it is compiled apart; the
-    parts go, longest first, to the unit with the fewest lines of code (`_code_lines`) so far. One unit when `jobs` is 1 or the routine is small."""
-    sizes = [_code_lines(p.body) + 2 for p in parts]
-    if jobs <= 1 or len(parts) < 2 or sum(sizes) < SPLIT_MIN_LINES:
-        return [list(range(len(parts)))]
+#: What gcc spends on one call of an inlined transcendental helper (`c_math`: exp, expm1,
+#: tanh, log), in lines of loop nests (-O2: about 47 ms against 0.6 ms a line and 5 ms a
+#: loop, fitted over a transformer step's functions).
+HELPER_CALL_LINES = 75
+_HEAVY_CALL = re.compile(r"\bocannl_(?:exp|expm1|tanh|log)_[fd]\(")
+
+
+def _weight(body: Sequence[str]) -> int:
+    """What gcc spends on a function, in lines: its lines of code (`_code_lines`), plus
+    `HELPER_CALL_LINES` per call of an inlined transcendental helper."""
+    heavy = sum(len(_HEAVY_CALL.findall(ln)) for ln in body if "ocannl_" in ln)
+    return _code_lines(tuple(body)) + HELPER_CALL_LINES * heavy
+
+
+def _groups(parts: list[_Part], kernel: bool, jobs: int,
+            shared: Sequence[Shared] = ()) -> list[list[int]]:
+    """The functions of each translation unit (positions in `parts`, then in `shared` after
+    them, in order). Unit 0 holds the entry point and the kernel (weighing `KERNEL_LINES`)
+    unless it is compiled apart; the functions go, heaviest first, to the unit of the least
+    weight (`_weight`) so far. One unit when `jobs` is 1 or the routine is small (fewer
+    than `SPLIT_MIN_LINES` lines of code)."""
+    bodies = [*(p.body for p in parts), *(f.body for f in shared)]
+    if jobs <= 1 or len(bodies) < 2 or sum(_code_lines(b) + 2 for b in bodies) < SPLIT_MIN_LINES:
+        return [list(range(len(bodies)))]
+    sizes = [_weight(b) + 2 for b in bodies]
     # unit 0 also holds the entry point: a call and a declaration per part
-    load = [(KERNEL_LINES if kernel else 0) + len(parts)] + [0] * (min(jobs, len(parts)) - 1)
+    load = [(KERNEL_LINES if kernel else 0) + len(parts)] + [0] * (min(jobs, len(sizes)) - 1)
     groups: list[list[int]] = [[] for _ in load]
-    for k in sorted(range(len(parts)), key=lambda k: -sizes[k]):
+    for k in sorted(range(len(sizes)), key=lambda k: -sizes[k]):
         g = load.index(min(load))
         groups[g].append(k)
         load[g] += sizes[k]
     return [sorted(groups[0]), *(sorted(g) for g in groups[1:] if g)]
+
+
+def _shared_def(syntax: CSyntax, f: Shared) -> list[str]:
+    """The definition of a shared nest function (`c_dedup`) in `syntax`."""
+    params = [syntax.buffer_param(t, name) for t, name in f.buffers]
+    params += [syntax.static_param(name) for name in (*f.statics, *f.offsets)]
+    return [syntax.function_signature(f.name, params), *f.body, *syntax.epilogue(), ""]
 
 
 def _render(prog: LoopProgram, syntax: CSyntax = C, budget: int | None = None,
@@ -203,12 +255,12 @@ def _render_paused(prog: LoopProgram, syntax: CSyntax, budget: int | None,
     r = CRenderer(prog, syntax)
     threads = r.kernels.threads if r.kernels is not None else 1
     r.team = threads if threads > 1 else 0
-    parts = _parts(r, FUNCTION_LINES if budget is None else budget)
+    cname = c_ident(prog.name, "ocannl_")
+    parts, nest_fns = _parts(r, FUNCTION_LINES if budget is None else budget, cname)
     region = r.team > 0 and c_region.usable(parts)
     if r.team and not region:  # render again with a fork and a join per parallel loop
         r = CRenderer(prog, syntax)
-        parts = _parts(r, FUNCTION_LINES if budget is None else budget)
-    cname = c_ident(prog.name, "ocannl_")
+        parts, nest_fns = _parts(r, FUNCTION_LINES if budget is None else budget, cname)
     t = r.words[Word.STORAGE]  # the buffers' element type
     head = [f"/* ocannl_ast routine {prog.name} ({prog.precision.value}) */"]
     head += [*syntax.includes, ""]
@@ -220,7 +272,7 @@ def _render_paused(prog: LoopProgram, syntax: CSyntax, budget: int | None,
         objects = kernel_objects(syntax, r.words)
         kernel = []
     proto = [run_prototype(t, r.words[Word.SUFFIX]), ""] if objects else []
-    groups = _groups(parts, bool(kernel), jobs)
+    groups = _groups(parts, bool(kernel), jobs, nest_fns)
     # a part another unit defines is hidden (exported inside the shared object only)
     qual = syntax.function_qualifier.removeprefix("static").strip()
     shared = dataclasses.replace(syntax, function_qualifier=f"{qual} {SHARED_LINKAGE}")
@@ -250,18 +302,25 @@ def _render_paused(prog: LoopProgram, syntax: CSyntax, budget: int | None,
     flags = (*(r.kernels.flags() if r.kernels is not None else ()), *syntax.compile_flags)
     if len(groups) == 1:
         source = "\n".join([*head, *kernel, *proto, *threefry,
+                            *(ln for f in nest_fns for ln in _shared_def(syntax, f)),
                             *(ln for f in functions for ln in f), *entry])
         return _Rendered(source, cname, t, syntax.cdef(cname, t), r.checks, flags,
                          objects=objects)
     units = []
-    elsewhere = [k for g in groups[1:] for k in g]
+    elsewhere = [k for g in groups[1:] for k in g if k < len(parts)]
+    functions += [_shared_def(shared, f) for f in nest_fns]
     for u, group in enumerate(groups):
         text = [f"{head[0][:-3]}, unit {u} of {len(groups)} */", *head[1:]]
         if kernel and u == 0:
             text += [f"#define OCK_RUN_LINKAGE {SHARED_LINKAGE}", *kernel]
         elif kernel or objects:
             text += [run_prototype(t, r.words[Word.SUFFIX]), ""]
-        text += threefry + [ln for k in group for ln in functions[k]]
+        text += threefry
+        text += [functions[k][0].removesuffix("{").rstrip() + ";"
+                 for k in range(len(parts), len(functions)) if k not in group]
+        # shared nest functions first: the parts call them
+        text += [ln for k in sorted(group, key=lambda k: (k < len(parts), k))
+                 for ln in functions[k]]
         if u == 0:
             text += [functions[k][0].removesuffix("{").rstrip() + ";" for k in sorted(elsewhere)]
             text += ["", *entry]
@@ -357,11 +416,15 @@ def compile_c(
     flags = (*effective_flags(opt_flags), *rendered.flags)
     directory = Path(cache_dir) if cache_dir is not None else cache_dir_default()
     dialect = syntax.fingerprint()
-    entry = build_cached(rendered.cname, rendered.source, flags, directory, dialect=dialect,
-                         extra_units=rendered.extra_units, objects=rendered.objects)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:  # gcc runs while cffi parses
+        job = pool.submit(build_cached, rendered.cname, rendered.source, flags, directory,
+                          dialect=dialect, extra_units=rendered.extra_units,
+                          objects=rendered.objects)
+        ffi = declare(rendered.cdef)
+        entry = job.result()
     if not is_loaded(entry.so_path):
         try:
-            load(entry.so_path, rendered.cdef)
+            load(entry.so_path, rendered.cdef, ffi)
         except OSError:  # verified yet not loadable (e.g. written by another gcc): rebuild
             entry = build_cached(rendered.cname, rendered.source, flags, entry.so_path.parent,
                                  dialect=dialect, rebuild=True,

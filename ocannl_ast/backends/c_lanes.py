@@ -76,6 +76,7 @@ class Renderer(Protocol):
     n_iters: int
 
     def local(self, name: str) -> str: ...
+    def fresh(self, stem: str) -> str: ...
     def op(self, op: UnOp | BinOp, *args: str) -> str: ...
     def value(self, e: Expr) -> str: ...
 
@@ -104,11 +105,7 @@ def takes(sym: Symbol, extent: int, acc: str, step: Expr) -> bool:
 
 
 def _unique(r: Renderer, stem: str) -> str:
-    taken = set(r.buffers.values()) | set(r.symbols.values())
-    k = 0
-    while f"{stem}{k}" in taken:
-        k += 1
-    return f"{stem}{k}"
+    return r.fresh(stem)
 
 
 def _counter(r: Renderer) -> str:

@@ -10,6 +10,7 @@ those lines: `c_backend` into functions and an entry point, `cuda_backend` into 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import assert_never
 
@@ -55,15 +56,19 @@ from ocannl_ast.lowering.walk import reads, stmt_nodes, writes
 __all__ = ["CRenderer", "has_loop", "is_word", "strip_outer", "unique_name"]
 
 
+_PARENS = re.compile(r"[()]")
+
+
 def strip_outer(text: str) -> str:
     """Drop one pair of parentheses enclosing the whole expression: ``(a + b)`` -> ``a + b``,
     while ``(a) + (b)`` stays."""
     if not (text.startswith("(") and text.endswith(")")):
         return text
     depth = 0
-    for pos, ch in enumerate(text):
-        depth += {"(": 1, ")": -1}.get(ch, 0)
-        if depth == 0 and pos < len(text) - 1:
+    last = len(text) - 1
+    for m in _PARENS.finditer(text):  # the parentheses only (a hot path of rendering)
+        depth += 1 if text[m.start()] == "(" else -1
+        if depth == 0 and m.start() < last:
             return text
     return text[1:-1]
 
@@ -135,6 +140,14 @@ class CRenderer:
     team: int = 0
     team_units: int = 0  #: top-level statements rendered so far for the whole team
     in_parallel: bool = False  #: rendering the body of a parallel loop (no kernel calls)
+    #: when a list: the constant term of each program buffer's cell index is rendered as a
+    #: mark (`c_dedup.MARK`) and recorded here as (the buffer's C name, the offset), so
+    #: that nests differing only in where their cells lie can share one function
+    offset_marks: list[tuple[str, int]] | None = None
+    params: frozenset[Buffer] = frozenset()  #: the program's buffers (not local arrays)
+    #: names of parameters, statics and local arrays, for `fresh` (made on its first call)
+    fresh_taken: set[str] | None = None
+    fresh_next: dict[str, int] = field(default_factory=dict)  #: stem -> next k to try
 
     def __post_init__(self) -> None:
         self.foreign = frozenset(b for b in self.prog.buffers
@@ -145,6 +158,7 @@ class CRenderer:
         self.reorder = self.syntax.reorder_loops and c_reorder.enabled() and not half
         self.lanes = self.syntax.reorder_loops and c_lanes.enabled() and not half
         self.words = self.syntax.words(self.prog.precision)
+        self.params = frozenset(self.prog.buffers)
         taken: set[str] = set()
         for buf in self.prog.buffers:
             self.buffers[buf] = unique_name(c_ident(buf.name), taken)
@@ -160,6 +174,22 @@ class CRenderer:
             raise BackendError(f"{self.prog.name}: symbol {sym.name}#{sym.id} is not bound")
         self.used_symbols.add(sym)
         return self.symbols[sym]
+
+    def fresh(self, stem: str) -> str:
+        """``<stem><k>``, the smallest k naming no buffer, local array or symbol yet: a
+        local array's name (`c_lanes`, `c_reorder`), which the caller adds to `buffers`.
+        The names taken only grow (arrays are never renamed; counters are ``i<n>``), so
+        the search goes on from the last name given."""
+        taken = self.fresh_taken
+        if taken is None:
+            taken = self.fresh_taken = set(self.buffers.values()) | set(self.symbols.values())
+        k = self.fresh_next.get(stem, 0)
+        while f"{stem}{k}" in taken:
+            k += 1
+        name = f"{stem}{k}"
+        taken.add(name)
+        self.fresh_next[stem] = k + 1
+        return name
 
     def local(self, name: str) -> str:
         """The C name of a scalar local (``l_<name>``)."""
@@ -200,7 +230,14 @@ class CRenderer:
         terms, offset = flat_terms(buf.dims, index)
         self.used_buffers.add(buf)
         name = f"(({U4}*){self.buffers[buf]})" if buf.uint4x32 else self.buffers[buf]
-        return self.syntax.cell(name, self.affine(terms, offset))
+        marks = self.offset_marks
+        if marks is None or buf not in self.params:
+            return self.syntax.cell(name, self.affine(terms, offset))
+        # the marked form: `c_dedup.literal` turns it back into `affine(terms, offset)`
+        mark = f"\x01{len(marks)}\x01"
+        marks.append((self.buffers[buf], offset))
+        lead = self.affine(terms, 0) if any(terms.values()) else ""
+        return self.syntax.cell(name, f"{lead} + {mark}" if lead else mark)
 
     def op(self, op: UnOp | BinOp | TernOp, *args: str) -> str:
         """The dialect's text of `op` on `args`, recording the helpers it calls."""

@@ -62,6 +62,7 @@ class Renderer(Protocol):
     n_iters: int
 
     def stmt(self, s: Stmt, depth: int, out: list[str]) -> None: ...
+    def fresh(self, stem: str) -> str: ...
 
 
 def enabled() -> bool:
@@ -100,11 +101,7 @@ def _subst(e: Expr, name: str, by: Expr) -> Expr:
 
 
 def _unique(r: Renderer, stem: str) -> str:
-    taken = set(r.buffers.values()) | set(r.symbols.values())
-    k = 0
-    while f"{stem}{k}" in taken:
-        k += 1
-    return f"{stem}{k}"
+    return r.fresh(stem)
 
 
 def _nest(r: Renderer, loops: tuple[Loop, ...], cell: SetCell, depth: int,

@@ -12,6 +12,7 @@ the IR and asks the dialect for text.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Mapping
@@ -232,13 +233,18 @@ def c_const(value: float, precision: Precision) -> str:
     """An exact C literal of `value` rounded to the routine's precision (``0.1f``, ``NAN``)."""
     if math.isnan(value):
         return "NAN"
+    # -0.0 == 0.0 and 1 == 1.0 (whose repr differs): the sign and the type are in the key
+    return _c_const(value, math.copysign(1.0, value) < 0, precision, type(value).__name__)
+
+
+@functools.lru_cache(maxsize=4096)
+def _c_const(value: float, negative: bool, precision: Precision, _kind: str) -> str:
     if precision is Precision.FLOAT32:
         with np.errstate(over="ignore"):
             v32 = np.float32(value)
         text = "INFINITY" if np.isinf(v32) else f"{v32}f"  # str(): shortest round-trip
     else:
         text = "INFINITY" if math.isinf(value) else repr(value)
-    negative = math.copysign(1.0, value) < 0
     if text == "INFINITY" and negative:
         return "(-INFINITY)"
     return f"({text})" if negative else text

@@ -21,7 +21,7 @@ from ocannl_ast.backends.protocol import Entry
 from ocannl_ast.errors import BackendError
 from ocannl_ast.lowering.loop_ir import LoopProgram
 
-__all__ = ["NUMPY_DTYPE", "CRoutine", "LoadedLibrary", "is_loaded", "load"]
+__all__ = ["NUMPY_DTYPE", "CRoutine", "LoadedLibrary", "declare", "is_loaded", "load"]
 _LOADED: dict[str, tuple[cffi.FFI, Any]] = {}
 
 
@@ -43,15 +43,23 @@ def is_loaded(so_path: Path) -> bool:
     return str(so_path) in _LOADED
 
 
-def load(so_path: Path, cdef: str) -> tuple[cffi.FFI, Any]:
-    """dlopen `so_path` once per process with the declaration `cdef`.
+def declare(cdef: str) -> cffi.FFI:
+    """A cffi FFI holding the declaration `cdef` (the first in a process costs ~50 ms of
+    parser setup: `c_backend.compile_c` does it while gcc runs)."""
+    ffi = cffi.FFI()
+    ffi.cdef(cdef)
+    return ffi
+
+
+def load(so_path: Path, cdef: str, ffi: cffi.FFI | None = None) -> tuple[cffi.FFI, Any]:
+    """dlopen `so_path` once per process with the declaration `cdef` (already parsed in
+    `ffi`, from `declare(cdef)`, when given).
 
     Raises OSError when it is not a loadable library (the caller rebuilds it).
     """
     key = str(so_path)
     if key not in _LOADED:
-        ffi = cffi.FFI()
-        ffi.cdef(cdef)
+        ffi = declare(cdef) if ffi is None else ffi
         _LOADED[key] = (ffi, ffi.dlopen(key))
     return _LOADED[key]
 

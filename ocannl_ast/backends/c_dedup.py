@@ -1,0 +1,180 @@
+"""Shared nest functions: top-level statements of a routine that differ only in which
+buffers they touch and where their cells lie in them (a transformer's blocks, the optimizer
+update of each parameter of one shape) are compiled once, as one C function the routine's
+parts call with those buffers and offsets. gcc's time grows with the lines it optimizes,
+and such repeats are a large share of a deep model's step.
+
+Stage: rendering (`c_backend`). Input: each top-level statement rendered with its cell
+offsets marked (`CRenderer.offset_marks`): `Nest`. Output (`share`): the definitions of the
+shared functions (`Shared`) and, per statement that calls one, the call line; every other
+statement is emitted as before (`literal`).
+
+Two statements share a function when their texts are equal once program buffers, static
+arguments, loop counters and locals are renamed in order of first appearance and each
+distinct (buffer, offset) of a cell index is numbered the same way (a "slot"). A slot whose
+offset differs between the statements becomes an ``int64_t`` parameter; one the same in all
+keeps its number. The function's buffers are the same distinct pointers (``restrict``) as
+the statements': it computes the same operations in the same order, so the same bits. A
+written buffer with an offset parameter must have no other slot (gcc cannot tell unknown
+offsets apart, and would version the loop on an alias check): else the statements stay.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+__all__ = ["MIN_LINES", "Nest", "Shared", "literal", "share"]
+
+#: The fewest lines (comments not counted) a statement needs to be shared: below, the call
+#: costs gcc about what the statement does.
+MIN_LINES = 3
+
+_MARK = re.compile(r"( \+ )?\x01(\d+)\x01")
+_SLOT = re.compile(r"( \+ )?\x02(\d+)\x02")
+_TOKEN = re.compile(r"\x01(\d+)\x01|\b[A-Za-z_]\w*\b")
+#: the renderer's names of loop counters, scalar locals and local arrays (`c_lanes`,
+#: `c_reorder`): declared inside the statement that uses them
+_LOCAL = re.compile(r"i\d+|l_\w+|ocannl_(?:lane|red)\w*")
+#: text that ties a statement to its function or routine: it is never shared
+_UNSHAREABLE = ("return", "#pragma omp", "static ", "ocannl_err", "ocannl_mm")
+
+
+@dataclass(slots=True)
+class Nest:
+    """A top-level statement as rendered with offset marks."""
+
+    lines: list[str]
+    marks: list[tuple[str, int]]  #: per mark: the buffer's C name and the offset
+    written: frozenset[str]  #: C names of the program buffers it writes
+    shareable: bool  #: not for the routine's thread team, no bound check
+
+
+@dataclass(frozen=True, slots=True)
+class Shared:
+    """A shared nest function: ``int name(buffers..., statics..., offsets...)``."""
+
+    name: str
+    buffers: tuple[tuple[str, str], ...]  #: (C element type, parameter name)
+    statics: tuple[str, ...]  #: parameter names (``int64_t``)
+    offsets: tuple[str, ...]  #: parameter names (``int64_t``)
+    body: tuple[str, ...]
+
+
+def _offset(value: int, lead: bool) -> str:
+    """`value` as `CRenderer.affine` ends an index: after terms (`lead`) or alone."""
+    if not lead:
+        return str(value)
+    return "" if value == 0 else f" {'-' if value < 0 else '+'} {abs(value)}"
+
+
+def literal(lines: Sequence[str], marks: Sequence[tuple[str, int]]) -> list[str]:
+    """The statement's lines with each offset mark back as its number: the text the renderer
+    gives without marks."""
+    def sub(m: re.Match[str]) -> str:
+        return _offset(marks[int(m.group(2))][1], m.group(1) is not None)
+    return [_MARK.sub(sub, ln) if "\x01" in ln else ln for ln in lines]
+
+
+@dataclass(slots=True)
+class _Canon:
+    key: tuple[str, tuple[str, ...]]  #: the renamed text and its buffers' types
+    buffers: list[str]  #: C names, in parameter order
+    statics: list[str]
+    slots: list[tuple[int, int]]  #: per slot: (buffer parameter position, offset)
+
+
+def _canon(nest: Nest, types: dict[str, str], statics: frozenset[str]) -> _Canon:
+    bufs: dict[str, str] = {}
+    stats: dict[str, str] = {}
+    locs: dict[str, str] = {}
+    slots: dict[tuple[str, int], int] = {}
+    seen: dict[str, str] = {}  #: word -> its replacement (itself if kept)
+
+    def sub(m: re.Match[str]) -> str:
+        word = m.group(0)
+        got = seen.get(word)
+        if got is not None:
+            return got
+        if word[0] == "\x01":
+            mark = nest.marks[int(m.group(1))]
+            slot = slots.get(mark)
+            if slot is None:
+                slot = slots[mark] = len(slots)
+            got = f"\x02{slot}\x02"
+        elif word in types:
+            got = bufs[word] = f"ocannl_dp{len(bufs)}"
+        elif word in statics:
+            got = stats[word] = f"ocannl_ds{len(stats)}"
+        elif _LOCAL.fullmatch(word):
+            got = locs[word] = f"ocannl_dv{len(locs)}"
+        else:
+            got = word
+        seen[word] = got
+        return got
+
+    text = _TOKEN.sub(sub, "\n".join(nest.lines))
+    order = list(bufs)
+    pos = {name: k for k, name in enumerate(order)}
+    return _Canon((text, tuple(types[b] for b in order)), order, list(stats),
+                  [(pos[name], off) for name, off in slots])
+
+
+def _code_lines(lines: Sequence[str]) -> int:
+    return sum(1 for ln in lines if not (ln.lstrip().startswith("/*") and ln.endswith("*/")))
+
+
+def share(nests: Sequence[Nest], prefix: str, types: dict[str, str],
+          statics: frozenset[str]) -> tuple[list[Shared], dict[int, str]]:
+    """The shared functions of `nests` (named ``<prefix>_n<k>``) and the call line of each
+    statement that calls one (by position in `nests`). `types`: the C element type of each
+    program buffer's parameter, by C name; `statics`: the static arguments' C names."""
+    groups: dict[tuple[str, tuple[str, ...]], list[tuple[int, _Canon]]] = {}
+    for k, nest in enumerate(nests):
+        text = "\n".join(nest.lines)
+        if (not nest.shareable or any(w in text for w in _UNSHAREABLE)
+                or _code_lines(nest.lines) < MIN_LINES):
+            continue
+        canon = _canon(nest, types, statics)
+        groups.setdefault(canon.key, []).append((k, canon))
+    functions: list[Shared] = []
+    calls: dict[int, str] = {}
+    for (text, btypes), members in groups.items():
+        if len(members) < 2:
+            continue
+        first = members[0][1]
+        varying = [s for s in range(len(first.slots))
+                   if len({m.slots[s][1] for _, m in members}) > 1]
+        if not _safe(first, varying, members, nests):
+            continue
+        name = f"{prefix}_n{len(functions)}"
+        param = {s: f"ocannl_do{j}" for j, s in enumerate(varying)}
+
+        def slot(m: re.Match[str], first: _Canon = first, param: dict[int, str] = param
+                 ) -> str:
+            s, lead = int(m.group(2)), m.group(1) is not None
+            if s in param:
+                return f" + {param[s]}" if lead else param[s]
+            return _offset(first.slots[s][1], lead)
+
+        body = tuple(_SLOT.sub(slot, ln) for ln in text.split("\n"))
+        functions.append(Shared(name, tuple((t, f"ocannl_dp{j}") for j, t in enumerate(btypes)),
+                                tuple(f"ocannl_ds{j}" for j in range(len(first.statics))),
+                                tuple(param[s] for s in varying), body))
+        for k, m in members:
+            args = [*m.buffers, *m.statics, *(str(m.slots[s][1]) for s in varying)]
+            calls[k] = f"  {name}({', '.join(args)});"
+    return functions, calls
+
+
+def _safe(first: _Canon, varying: list[int], members: list[tuple[int, _Canon]],
+          nests: Sequence[Nest]) -> bool:
+    """No written buffer has an offset parameter beside another slot of it."""
+    written = {p for k, m in members for p, name in enumerate(m.buffers)
+               if name in nests[k].written}
+    for p in written:
+        mine = [s for s, (b, _) in enumerate(first.slots) if b == p]
+        if any(s in varying for s in mine) and len(mine) > 1:
+            return False
+    return True
