@@ -201,3 +201,18 @@ def declare(label: str) -> str:
 def auto(label: str) -> str:
     """The unique name of an undeclared tensor (an operation result, a constant)."""
     return _scope().auto(label)
+
+
+_IDENTIFIERS: dict[str, str] = {}  #: label -> identifier (hot: every buffer of every compile)
+
+
+def identifier(label: str) -> str:
+    """A C-safe identifier for a tensor label (memoized).
+    Example: ``identifier("0.5") == "t_0_5"``."""
+    if (hit := _IDENTIFIERS.get(label)) is not None:
+        return hit
+    if len(_IDENTIFIERS) >= 1 << 14:  # bounded: a long session's labels
+        _IDENTIFIERS.clear()
+    s = re.sub(r"\W", "_", label)
+    _IDENTIFIERS[label] = out = s if s and not s[0].isdigit() else f"t_{s}"
+    return out

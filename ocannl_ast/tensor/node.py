@@ -94,17 +94,6 @@ def grad_disabled() -> bool:
     return _no_grad.get()
 
 
-@functools.lru_cache(maxsize=1 << 14)
-def _ident(label: str, _known: dict[str, str] = {}) -> str:  # noqa: B006 -- the memo
-    if (hit := _known.get(label)) is not None:  # (hot: every buffer of every compile)
-        return hit
-    if len(_known) >= 1 << 14:  # bounded: a long session's labels
-        _known.clear()
-    s = re.sub(r"\W", "_", label)
-    _known[label] = out = s if s and not s[0].isdigit() else f"t_{s}"
-    return out
-
-
 class Tensor:
     """A tensor expression node. Build with operators, `oc.einsum`, `oc.param`, ...
 
@@ -163,7 +152,7 @@ class Tensor:
             raise ArgumentError(f"tensor '{owner.label}' is not differentiable: it has no grad",
                                 user_span())
         bid = buffer_id(owner, kind)
-        return Buffer(bid, _ident(owner.label) + ("_grad" if kind is NodeKind.GRAD else ""),
+        return Buffer(bid, naming.identifier(owner.label) + ("_grad" if kind is NodeKind.GRAD else ""),
                       padded_dims(owner.dims(), layout.get(bid) or None if layout else None),
                       owner.uint4x32, precision=None if owner.uint4x32 else owner.precision)
 
