@@ -62,10 +62,11 @@ _KERNEL = r"""
 #define OCK_TAB_STACK 2048 /* offset-table entries kept on the stack */
 #define OCK_SMALL_STACK 32768 /* bytes of the small path's B panel kept on the stack */
 /* Largest B panel (bytes) of the small path when K spans several blocks (B is then re-read
-   per K block and row strip: measured slower than the blocked path at 1024^3, faster at
-   512 x 64 x 512 and 256^3) */
+   per K block and row strip: measured slower than the blocked path at 1024^3 and at
+   M 64 N 256 K 512 -- a weight gradient, 373 vs 313 us --, faster at 512 x 64 x 512 and
+   256^3) */
 #ifndef OCK_SMALL_DEEP
-#define OCK_SMALL_DEEP 524288
+#define OCK_SMALL_DEEP 262144
 #endif
 /* Most bytes of products of A with a third factor the small path computes at once (a
    larger A goes in strips of rows) */
