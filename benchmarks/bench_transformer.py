@@ -266,8 +266,11 @@ def compile_worker(quick: bool) -> None:
 def warm_worker() -> None:
     """What a set-up machine's cache holds: the contraction kernel's objects (what
     `scripts/setup.sh` builds) and `oc.nn`'s rewritten functions (any earlier model)."""
-    import ocannl_ast.nn  # noqa: F401 -- rewrites its decorated functions into the cache
+    import ocannl_ast.nn  # noqa: F401
     from ocannl_ast.backends import prebuild
+    from ocannl_ast.rewrite.decorator import materialize_deferred
+
+    materialize_deferred()  # the library's @op/@cd functions, rewritten into the cache
     from ocannl_ast.backends.c_contraction import threads_setting
     from ocannl_ast.lowering.loop_ir import Precision
 
