@@ -75,6 +75,10 @@ FUNCTION_LINES = 48
 #: Whether statements repeated but for their buffers and offsets share one function
 #: (`c_dedup`): the same bits, less C for gcc (a 2-block transformer step: a third less).
 SHARE_NESTS = True
+#: Smallest routine (C lines of its nests) whose repeated statements share functions: in a
+#: small one gcc's time is short and the calls cost (a moons MLP step at batch 20: 3.40 vs
+#: 3.11 us with its two bias-gradient sums shared).
+SHARE_MIN_LINES = 600
 
 #: Smallest routine (C lines of its functions) split into several translation units, each
 #: compiled by its own gcc at once (`OCANNL_AST_CC_JOBS`): below it, the extra processes
@@ -127,7 +131,7 @@ def _parts(r: CRenderer, budget: int, prefix: str = "") -> tuple[list[_Part], li
     r.offset_marks = None
     shared: list[Shared] = []
     calls: dict[int, str] = {}
-    if share_on:
+    if share_on and sum(len(n.lines) for n, *_ in rendered) >= SHARE_MIN_LINES:
         types = {r.buffers[b]: r.buffer_type(b) for b in r.prog.buffers}
         shared, calls = share([n for n, *_ in rendered], prefix, types,
                               frozenset(r.symbols[s] for s in r.prog.static_args))

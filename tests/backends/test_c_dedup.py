@@ -71,6 +71,7 @@ def shared_names(text: str) -> set[str]:
 def test_shared_functions_give_the_same_bits(monkeypatch: pytest.MonkeyPatch,
                                              tmp_path: Path, jobs: str, threads: str) -> None:
     monkeypatch.setattr(c_backend, "SPLIT_MIN_LINES", 0)
+    monkeypatch.setattr(c_backend, "SHARE_MIN_LINES", 0)
     monkeypatch.setenv("OCANNL_AST_CC_JOBS", jobs)
     if threads:
         monkeypatch.setenv("OCANNL_AST_THREADS", threads)
@@ -87,6 +88,22 @@ def test_shared_functions_give_the_same_bits(monkeypatch: pytest.MonkeyPatch,
     for a, b in zip(plain, shared):
         assert a.tobytes() == b.tobytes()
     assert np.isfinite(shared[-1]).all()
+
+
+def test_a_small_routine_shares_nothing(monkeypatch: pytest.MonkeyPatch,
+                                        tmp_path: Path) -> None:
+    """Below `SHARE_MIN_LINES` every statement is written out (calls cost more there than
+    gcc's time saved); the step's bits are those of a shared build."""
+    monkeypatch.setenv("OCANNL_AST_CACHE", str(tmp_path / "default"))
+    small, small_c = run()
+    assert small_c.count("\n") < c_backend.SHARE_MIN_LINES + 400
+    assert not shared_names(small_c)
+    monkeypatch.setattr(c_backend, "SHARE_MIN_LINES", 0)
+    monkeypatch.setenv("OCANNL_AST_CACHE", str(tmp_path / "shared"))
+    shared, shared_c = run()
+    assert shared_names(shared_c)
+    for a, b in zip(small, shared, strict=True):
+        assert a.tobytes() == b.tobytes()
 
 
 def test_loss_matches_numpy_forward(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -11,49 +11,29 @@ static inline float ocannl_select_f(int c, float a, float b) {
 
 static inline float ocannl_max_f(float a, float b) { return ocannl_select_f((a > b) | (a != a), a, b); }
 
-static __attribute__((noinline)) int routine_n0(float* restrict ocannl_dp0, int64_t ocannl_do0) {
-  for (int64_t ocannl_dv0 = 0; ocannl_dv0 < 6; ++ocannl_dv0) {
-    for (int64_t ocannl_dv1 = 0; ocannl_dv1 < 2; ++ocannl_dv1) {
-      ocannl_dp0[2*ocannl_dv0 + ocannl_dv1 + ocannl_do0] = 0.0f;
-    }
-  }
-  return 0;
-}
-
-static __attribute__((noinline)) int routine_n1(float* restrict ocannl_dp0, int64_t ocannl_do0) {
-  for (int64_t ocannl_dv0 = 0; ocannl_dv0 < 6; ++ocannl_dv0) {
-    for (int64_t ocannl_dv1 = 0; ocannl_dv1 < 2; ++ocannl_dv1) {
-      ocannl_dp0[12*ocannl_dv0 + ocannl_dv1 + ocannl_do0] = 0.0f;
-    }
-  }
-  return 0;
-}
-
-static __attribute__((noinline)) int routine_n2(float* restrict ocannl_dp0, int64_t ocannl_do0) {
-  for (int64_t ocannl_dv0 = 0; ocannl_dv0 < 6; ++ocannl_dv0) {
-    for (int64_t ocannl_dv1 = 0; ocannl_dv1 < 2; ++ocannl_dv1) {
-      ocannl_dp0[2*ocannl_dv0 + ocannl_dv1 + ocannl_do0] = -INFINITY;
-    }
-  }
-  return 0;
-}
-
-static __attribute__((noinline)) int routine_n3(float* restrict ocannl_dp0, int64_t ocannl_do0) {
-  for (int64_t ocannl_dv0 = 0; ocannl_dv0 < 6; ++ocannl_dv0) {
-    for (int64_t ocannl_dv1 = 0; ocannl_dv1 < 2; ++ocannl_dv1) {
-      ocannl_dp0[12*ocannl_dv0 + ocannl_dv1 + ocannl_do0] = -INFINITY;
-    }
-  }
-  return 0;
-}
-
-static __attribute__((noinline)) int routine_f0(float* restrict img, float* restrict einsum, float* restrict kern, float* restrict einsum_max, float* restrict window, float* restrict einsum_1) {
+static __attribute__((noinline)) int routine_f0(float* restrict img, float* restrict einsum, float* restrict kern) {
   /* unrolled: 1 small reduction */
   /* padding: reset the margins (1+1 1+1 0+0) of img [6, 6, 2] to 0 */
-  routine_n0(img, 0);
-  routine_n0(img, 60);
-  routine_n1(img, 0);
-  routine_n1(img, 10);
+  for (int64_t i0 = 0; i0 < 6; ++i0) {
+    for (int64_t i1 = 0; i1 < 2; ++i1) {
+      img[2*i0 + i1] = 0.0f;
+    }
+  }
+  for (int64_t i2 = 0; i2 < 6; ++i2) {
+    for (int64_t i3 = 0; i3 < 2; ++i3) {
+      img[2*i2 + i3 + 60] = 0.0f;
+    }
+  }
+  for (int64_t i4 = 0; i4 < 6; ++i4) {
+    for (int64_t i5 = 0; i5 < 2; ++i5) {
+      img[12*i4 + i5] = 0.0f;
+    }
+  }
+  for (int64_t i6 = 0; i6 < 6; ++i6) {
+    for (int64_t i7 = 0; i7 < 2; ++i7) {
+      img[12*i6 + i7 + 10] = 0.0f;
+    }
+  }
   for (int64_t i8 = 0; i8 < 2; ++i8) {
     for (int64_t i9 = 0; i9 < 2; ++i9) {
       float l_acc1 = 0.0f;
@@ -69,10 +49,30 @@ static __attribute__((noinline)) int routine_f0(float* restrict img, float* rest
     }
   }
   /* padding: reset the margins (1+1 1+1 0+0) of img [6, 6, 2] to -inf */
-  routine_n2(img, 0);
-  routine_n2(img, 60);
-  routine_n3(img, 0);
-  routine_n3(img, 10);
+  for (int64_t i13 = 0; i13 < 6; ++i13) {
+    for (int64_t i14 = 0; i14 < 2; ++i14) {
+      img[2*i13 + i14] = -INFINITY;
+    }
+  }
+  for (int64_t i15 = 0; i15 < 6; ++i15) {
+    for (int64_t i16 = 0; i16 < 2; ++i16) {
+      img[2*i15 + i16 + 60] = -INFINITY;
+    }
+  }
+  return 0;
+}
+
+static __attribute__((noinline)) int routine_f1(float* restrict img, float* restrict einsum, float* restrict einsum_max, float* restrict window, float* restrict einsum_1) {
+  for (int64_t i17 = 0; i17 < 6; ++i17) {
+    for (int64_t i18 = 0; i18 < 2; ++i18) {
+      img[12*i17 + i18] = -INFINITY;
+    }
+  }
+  for (int64_t i19 = 0; i19 < 6; ++i19) {
+    for (int64_t i20 = 0; i20 < 2; ++i20) {
+      img[12*i19 + i20 + 10] = -INFINITY;
+    }
+  }
   for (int64_t i21 = 0; i21 < 4; ++i21) {
     for (int64_t i22 = 0; i22 < 4; ++i22) {
       for (int64_t i23 = 0; i23 < 2; ++i23) {
@@ -95,6 +95,7 @@ static __attribute__((noinline)) int routine_f0(float* restrict img, float* rest
 }
 
 int routine(float* const* bufs, const int64_t* statics) {
-  routine_f0(bufs[0], bufs[1], bufs[2], bufs[3], bufs[4], bufs[5]);
+  routine_f0(bufs[0], bufs[1], bufs[2]);
+  routine_f1(bufs[0], bufs[1], bufs[3], bufs[4], bufs[5]);
   return 0;
 }
