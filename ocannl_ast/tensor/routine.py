@@ -242,28 +242,15 @@ def fast_caller(routine: Routine) -> FastCall:
     ctx, arrays, n = routine.ctx, routine.arrays, len(routine.static_names)
     acquire, release = ctx.lock.acquire, ctx.lock.release
     fn, table, st, failed = compiled.entry()
-    if n == 1:
-        def fast_one(v: int) -> bool:  # the commonest routine: a training step over `batch`
-            acquire()  # (acquire/release: cheaper than `with` here; `try` costs nothing)
-            try:
-                if ctx.fast is not routine or compiled.bound is not arrays:
-                    return False
-                st[0] = v
-                code = fn(table, st)
-            finally:
-                release()
-            if code:
-                raise failed(code)
-            return True
-
-        return fast_one
 
     def fast(*statics: int) -> bool:
-        acquire()
+        acquire()  # (acquire/release: cheaper than `with` here; `try` costs nothing)
         try:
             if ctx.fast is not routine or compiled.bound is not arrays:
                 return False
-            if n:
+            if n == 1:  # the commonest routine: a training step over `batch`
+                st[0] = statics[0]
+            elif n:
                 st[0:n] = statics
             code = fn(table, st)
         finally:
