@@ -110,6 +110,20 @@ def object_cache_dir() -> Path | None:
     return Path(raw) if raw and raw.strip() else None
 
 
+def prebuilt_dir() -> Path | None:
+    """``OCANNL_AST_PREBUILT`` (empty, "0" or "off": none), else ``_prebuilt/`` inside the
+    installed package: what is built once per installation (``python -m
+    ocannl_ast.prebuilt``, run by ``scripts/setup.sh``) and only read afterwards -- the
+    contraction kernel's object files (``objects/``) and the library's own rewritten @op/@cd
+    functions (``rewrite/``). Every entry there is named by a digest of what it was built
+    from (source, flags, compiler, CPU, interpreter) and checked against its own digest
+    when read; a missing or foreign entry is built into the caches as before."""
+    raw = _raw("PREBUILT")
+    if raw is not None:
+        return None if raw.strip().lower() in ("", "0", "off") else Path(raw)
+    return Path(__file__).resolve().parent / "_prebuilt"
+
+
 def rewrite_cache_dir() -> Path | None:
     """``OCANNL_AST_REWRITE_CACHE`` (empty, "0" or "off": no cache), else
     ``cache_root()/rewrite`` (the path is built once per value of the variables it reads:

@@ -19,12 +19,18 @@ if [ ! -f .venv/.installed ] || [ pyproject.toml -nt .venv/.installed ]; then
     || echo "setup: PyTorch (CPU) not installed; the tests that compare against it will skip"
   touch .venv/.installed
 fi
-# The C backend's contraction kernel objects (float32 and float64, with and without OpenMP),
-# built once into the compile cache: routines compiled later link them (see
-# docs/generated_code.md). Cached: a second run compiles nothing.
-.venv/bin/python -m ocannl_ast.backends.prebuild > /dev/null \
-  || echo "setup: the contraction kernel was not prebuilt (gcc missing?); routines build it"
-# The library's own @op/@cd functions, rewritten once into the rewrite cache (each is built at
-# its first call, from this cache when it is warm: then no libcst import).
-.venv/bin/python -c "import ocannl_ast.nn; from ocannl_ast.rewrite.decorator import materialize_deferred as m; m()" \
-  || echo "setup: the rewrite cache was not filled; the library's functions rewrite at first use"
+# Bytecode of the package, written once: an editable install never gets it from pip, and with
+# PYTHONDONTWRITEBYTECODE set every process would compile the lazily imported modules again.
+.venv/bin/python -m compileall -q ocannl_ast > /dev/null \
+  || echo "setup: the package's bytecode was not written; Python compiles it at each import"
+# What the installation keeps prebuilt (ocannl_ast/_prebuilt/, see docs/generated_code.md):
+# the C backend's contraction kernel objects (float32 and float64, with and without OpenMP)
+# and the library's own @op/@cd functions rewritten; routines link those objects and load
+# those rewrites from any compile cache. Cached: a second run builds nothing. Where the
+# package directory cannot be written they go into the compile and rewrite caches instead.
+if ! .venv/bin/python -m ocannl_ast.prebuilt > /dev/null; then
+  .venv/bin/python -m ocannl_ast.backends.prebuild > /dev/null \
+    || echo "setup: the contraction kernel was not prebuilt (gcc missing?); routines build it"
+  .venv/bin/python -c "import ocannl_ast.nn; from ocannl_ast.rewrite.decorator import materialize_deferred as m; m()" \
+    || echo "setup: the rewrite cache was not filled; the library's functions rewrite at first use"
+fi

@@ -184,12 +184,22 @@ _OBJECTS_LOCK = threading.Lock()
 _OBJECTS_BUILDING: dict[Path, concurrent.futures.Future[None]] = {}
 
 
+def object_name(source: str, flags: Sequence[str]) -> str:
+    """The file name of the object of the shared unit `source` compiled with `flags`."""
+    return f"ocannl_shared-{cache_key(source, flags)[:32]}.o"
+
+
 def object_path(directory: Path, source: str, flags: Sequence[str]) -> Path:
-    """Where the object file of the shared unit `source` compiled with `flags` is cached:
-    ``shared/ocannl_shared-<key>.o`` below `directory`, or in ``$OCANNL_AST_OBJECT_CACHE``
-    when set (beside it its source ``.c`` and its digest ``.json``)."""
-    base = config.object_cache_dir() or directory / "shared"
-    return base / f"ocannl_shared-{cache_key(source, flags)[:32]}.o"
+    """Where the object file of the shared unit `source` compiled with `flags` is: the
+    installation's prebuilt one (``objects/`` of `config.prebuilt_dir`) when it is there
+    and matches its digest, else the cached one: ``shared/ocannl_shared-<key>.o`` below
+    `directory`, or in ``$OCANNL_AST_OBJECT_CACHE`` when set (beside it its source ``.c``
+    and its digest ``.json``)."""
+    name = object_name(source, flags)
+    prebuilt = config.prebuilt_dir()
+    if prebuilt is not None and _object_ready(prebuilt / "objects" / name):
+        return prebuilt / "objects" / name
+    return (config.object_cache_dir() or directory / "shared") / name
 
 
 def _object_ready(path: Path) -> bool:

@@ -25,6 +25,7 @@ from ocannl_ast.backends.compiler import (
     cache_dir_default,
     effective_flags,
     ensure_object,
+    object_name,
     object_path,
 )
 from ocannl_ast.errors import BackendError
@@ -35,9 +36,12 @@ PRECISIONS = (Precision.FLOAT32, Precision.FLOAT64)
 
 
 def prebuild(directory: Path | None = None, precisions: Sequence[Precision] = PRECISIONS,
-             openmp: Sequence[bool] = (False, True)) -> list[Path]:
+             openmp: Sequence[bool] = (False, True), objects_dir: Path | None = None
+             ) -> list[Path]:
     """Compile (unless cached) the kernel objects of `precisions`, without and/or with
-    ``-fopenmp``, into `directory` (default: the compile cache), all at once; their paths.
+    ``-fopenmp``, into the compile cache `directory` (default: `cache_dir_default`), or
+    straight into `objects_dir` when given (the installation's prebuilt objects,
+    `ocannl_ast.prebuilt`), all at once; their paths.
     Example: ``prebuild(precisions=[Precision.FLOAT32], openmp=[False])``."""
     directory = cache_dir_default() if directory is None else directory
     jobs: list[tuple[Path, str, tuple[str, ...]]] = []
@@ -46,7 +50,9 @@ def prebuild(directory: Path | None = None, precisions: Sequence[Precision] = PR
             flags = (*effective_flags(DEFAULT_OPT_FLAGS), *(("-fopenmp",) if omp else ()),
                      *C.compile_flags)
             for unit in kernel_objects(C, C.words(precision)):
-                jobs.append((object_path(directory, unit, flags), unit, flags))
+                path = object_path(directory, unit, flags) if objects_dir is None \
+                    else objects_dir / object_name(unit, flags)
+                jobs.append((path, unit, flags))
     with concurrent.futures.ThreadPoolExecutor(max(1, len(jobs))) as pool:
         for job in [pool.submit(ensure_object, *j) for j in jobs]:
             job.result()

@@ -12,7 +12,8 @@ their payload: a truncated, damaged or foreign entry is ignored and rewritten. W
 directory cannot be used the cache is silently skipped (the rewrite still happens).
 
 Directory: ``$OCANNL_AST_REWRITE_CACHE`` (``off`` or ``0`` disables the cache), else
-``$OCANNL_AST_CACHE/rewrite``, else ``~/.cache/ocannl_ast/rewrite``.
+``$OCANNL_AST_CACHE/rewrite``, else ``~/.cache/ocannl_ast/rewrite``; a miss there reads the
+installation's prebuilt rewrites of the library's own functions (`config.prebuilt_dir`).
 """
 
 from __future__ import annotations
@@ -93,15 +94,24 @@ def _decode(key: str, blob: bytes) -> Entry | None:
 
 
 def load(key: str) -> Entry | None:
-    """The cached rewrite for `key`, or None (no cache, no entry, or a damaged entry)."""
+    """The cached rewrite for `key`, or None (no cache, no entry, or a damaged entry): from
+    the cache directory, else from the installation's prebuilt rewrites (the library's own
+    functions, ``rewrite/`` of `config.prebuilt_dir`), only read."""
     directory = cache_dir()
     if directory is None:
         return None
-    try:
-        blob = _path(directory, key).read_bytes()
-    except OSError:
-        return None
-    return _decode(key, blob)
+    prebuilt = config.prebuilt_dir()
+    for place in (directory, None if prebuilt is None else prebuilt / "rewrite"):
+        if place is None:
+            continue
+        try:
+            blob = _path(place, key).read_bytes()
+        except OSError:
+            continue
+        found = _decode(key, blob)
+        if found is not None:
+            return found
+    return None
 
 
 def store(key: str, code: types.CodeType, spans: tuple[Span, ...]) -> None:

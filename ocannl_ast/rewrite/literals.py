@@ -12,24 +12,20 @@ keeps its display, batch calls converted, so the builder reads values and exact 
 from __future__ import annotations
 
 import libcst as cst
-import libcst.matchers as m
 
 from ocannl_ast.rewrite import build
-
-_NUMBER = m.Integer() | m.Float()
-_SIGNED_NUMBER = _NUMBER | m.UnaryOperation(operator=m.Minus() | m.Plus(), expression=_NUMBER)
-_BATCH_CALL = m.Call(func=m.Name("batch"), args=[m.Arg(keyword=None, star="")])
+from ocannl_ast.rewrite.cst_shapes import is_call_of_name, is_signed_number
 
 
 def is_batch_call(node: cst.CSTNode) -> bool:
     """`batch(<numeric display>)` — the batch axis of a literal (OCANNL `[| ... |]`)."""
-    return m.matches(node, _BATCH_CALL) and is_numeric_display(
+    return is_call_of_name(node, "batch") and is_numeric_display(
         cst.ensure_type(node, cst.Call).args[0].value
     )
 
 
 def _is_leaf_or_display(node: cst.BaseExpression) -> bool:
-    return m.matches(node, _SIGNED_NUMBER) or is_numeric_display(node)
+    return is_signed_number(node) or is_numeric_display(node)
 
 
 def is_numeric_display(node: cst.CSTNode) -> bool:
@@ -45,7 +41,7 @@ def is_numeric_display(node: cst.CSTNode) -> bool:
 
 class _BatchToBuilder(cst.CSTTransformer):
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
-        if m.matches(updated_node, _BATCH_CALL):
+        if is_call_of_name(updated_node, "batch"):
             return updated_node.with_changes(func=build.attr("__oc__", "batch"))
         return updated_node
 
@@ -61,7 +57,7 @@ def display(node: cst.BaseExpression) -> cst.BaseExpression:
 def is_block_display(node: cst.CSTNode) -> bool:
     """A non-empty list/tuple display (or `batch(...)` of one), no starred elements, at any
     level: its leaves are tensors (or numbers) at run time. Strings are never leaves."""
-    if m.matches(node, _BATCH_CALL):
+    if is_call_of_name(node, "batch"):
         return is_block_display(cst.ensure_type(node, cst.Call).args[0].value)
     if not isinstance(node, (cst.List, cst.Tuple)) or not node.elements:
         return False

@@ -11,14 +11,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import libcst as cst
-import libcst.matchers as m
 
 from ocannl_ast.rewrite import build
+from ocannl_ast.rewrite.cst_shapes import is_ellipsis_subscript, is_subscript_call
 from ocannl_ast.rewrite.source import Locator
 
 Part = str | tuple[str]  #: spec text, or `(name,)`: a Python value spliced in at run time
 REDUCERS = ("sum", "prod", "max", "min")
-_REDUCER_CALL = m.Call(func=m.Subscript(value=m.OneOf(*(m.Name(r) for r in REDUCERS))))
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,23 +164,21 @@ def parse_row(sub: cst.Subscript, values: set[str], loc: Locator) -> Row:
 
 def is_whole(sub: cst.Subscript) -> bool:
     """`t[...]`: the whole tensor, no named indices."""
-    return m.matches(sub, m.Subscript(slice=[m.SubscriptElement(slice=m.Index(m.Ellipsis()))]))
+    return is_ellipsis_subscript(sub)
 
 
 def split_reduction(
     original: cst.BaseExpression, updated: cst.BaseExpression, loc: Locator
 ) -> Reduction:
     """Peel `reducer[indices](body)` off a right-hand side (reducer None when absent)."""
-    if m.matches(original, m.Call(func=m.Subscript(value=m.Name()))) and not m.matches(
-        original, _REDUCER_CALL
-    ):
+    if is_subscript_call(original) and not is_subscript_call(original, REDUCERS):
         head = cst.ensure_type(cst.ensure_type(original, cst.Call).func, cst.Subscript)
         raise loc.error(
             head.value,
             f"unknown reducer `{cst.ensure_type(head.value, cst.Name).value}[...]`: the "
             f"reducers are {', '.join(REDUCERS)}, e.g. y[i] = sum[j](x[i, j])",
         )
-    if not m.matches(original, _REDUCER_CALL):
+    if not is_subscript_call(original, REDUCERS):
         return Reduction(None, (), original, updated, original)
     call = cst.ensure_type(original, cst.Call)
     head = cst.ensure_type(call.func, cst.Subscript)

@@ -9,15 +9,13 @@ hoisted as `w = __oc__.param(...)`, numeric displays in tensor positions wrapped
 from __future__ import annotations
 
 import libcst as cst
-import libcst.matchers as m
 
 from ocannl_ast.rewrite import build, literals, named_index
 from ocannl_ast.rewrite.contract import OP_REDUCER_BUILDER, TENSOR_FUNCTIONS
+from ocannl_ast.rewrite.cst_shapes import is_subscript_target
 from ocannl_ast.rewrite.named_index import Reduction
 from ocannl_ast.rewrite.source import Locator, ParsedFunction
 from ocannl_ast.rewrite.transform_base import DialectTransformer
-
-_SUBSCRIPT_TARGET = m.AssignTarget(target=m.Subscript())
 
 
 def _flatten(node: cst.BaseExpression, op: type[cst.BaseBinaryOp]) -> list[cst.BaseExpression]:
@@ -97,11 +95,11 @@ class OpTransformer(DialectTransformer):
 
     # -- named-index definitions -------------------------------------------------------
     def visit_Assign(self, node: cst.Assign) -> None:
-        if any(m.matches(t, _SUBSCRIPT_TARGET) for t in node.targets):
+        if any(is_subscript_target(t) for t in node.targets):
             self.named_rhs.add(id(node.value))
 
     def leave_Assign(self, original_node: cst.Assign, updated_node: cst.Assign) -> cst.Assign:
-        if not any(m.matches(t, _SUBSCRIPT_TARGET) for t in original_node.targets):
+        if not any(is_subscript_target(t) for t in original_node.targets):
             return updated_node
         return self.named_definition(original_node, updated_node)
 

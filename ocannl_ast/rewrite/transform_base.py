@@ -8,13 +8,20 @@ every emitted statement, the user's line range it stands for (used by `codegen`)
 from __future__ import annotations
 
 import libcst as cst
-import libcst.matchers as m
 from libcst._types import CSTNodeT
 
 from ocannl_ast.errors import Span
 from ocannl_ast.rewrite import affine_scope, build, literals
 from ocannl_ast.rewrite.bindings import body_bindings, param_names, scope_bindings
 from ocannl_ast.rewrite.contract import OC, SPANS
+from ocannl_ast.rewrite.cst_shapes import (
+    ends_in_return as _ends_in_return,
+)
+from ocannl_ast.rewrite.cst_shapes import (
+    is_attribute_of,
+    is_docstring,
+    is_subscript_call,
+)
 from ocannl_ast.rewrite.declarations import (
     Declaration,
     check_hoistable,
@@ -25,8 +32,6 @@ from ocannl_ast.rewrite.named_index import REDUCERS
 from ocannl_ast.rewrite.source import Locator, ParsedFunction
 
 _ARITHMETIC = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide, cst.Power, cst.MatrixMultiply)
-_DOCSTRING = m.SimpleStatementLine(body=[m.Expr(m.SimpleString() | m.ConcatenatedString())])
-_NAMED_REDUCER = m.Call(func=m.Subscript(value=m.OneOf(*(m.Name(r) for r in REDUCERS))))
 
 #: Line records: id(emitted statement) -> (statement, first user line, last user line).
 LineTable = dict[int, tuple[cst.CSTNode, int, int]]
@@ -58,7 +63,7 @@ class _AddSpan(cst.CSTTransformer):
         return result
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
-        if not m.matches(updated_node.func, m.Attribute(value=m.Name(OC))):
+        if not is_attribute_of(updated_node.func, OC):
             return updated_node
         func = cst.ensure_type(updated_node.func, cst.Attribute)
         if func.attr.value not in SPANNED_BUILDERS or any(
@@ -193,7 +198,7 @@ class DialectTransformer(cst.CSTTransformer):
 
     def check_named_reducer(self, original: cst.Call) -> None:
         """`sum[j](...)` only as the whole right side of a named-index assignment."""
-        if m.matches(original, _NAMED_REDUCER) and id(original) not in self.named_rhs:
+        if is_subscript_call(original, REDUCERS) and id(original) not in self.named_rhs:
             raise self.loc.error(
                 original,
                 "a named reduction like sum[j](...) must be the whole right side of a "
@@ -210,16 +215,14 @@ class DialectTransformer(cst.CSTTransformer):
         check_hoistable(self.decls, self.params, self.bound, self.qualname, self.loc)
         first, last = self.loc.lines(original_node)
         body = self._body_statements(updated_node.body, first)
-        head = body[:1] if body and m.matches(body[0], _DOCSTRING) else []
+        head = body[:1] if body and is_docstring(body[0]) else []
         hoisted: list[cst.BaseStatement] = []
         for decl in self.decls:
             stmt = self.spanned(hoisted_statement(decl), decl.origin)
             self.record(stmt, *self.loc.lines(decl.origin))
             hoisted.append(stmt)
         middle = self.prologue(first) + body[len(head) :]
-        ends_in_return = bool(body) and m.matches(
-            body[-1], m.SimpleStatementLine(body=[m.ZeroOrMore(), m.Return()])
-        )
+        ends_in_return = bool(body) and _ends_in_return(body[-1])
         tail = [] if ends_in_return else self.epilogue(last)
         new_body = [*head, *hoisted, *middle, *tail]
         block = updated_node.body

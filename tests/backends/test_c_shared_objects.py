@@ -38,8 +38,10 @@ def objects(cache: Path) -> list[Path]:
 @pytest.fixture(autouse=True)
 def _objects_in_each_cache(monkeypatch: pytest.MonkeyPatch) -> None:
     """Objects in each cache's own ``shared/`` (the suite's conftest shares one object
-    directory between caches, ``OCANNL_AST_OBJECT_CACHE``: unset here)."""
+    directory between caches, ``OCANNL_AST_OBJECT_CACHE``: unset here; nor the
+    installation's prebuilt objects, ``OCANNL_AST_PREBUILT``: off here)."""
     monkeypatch.delenv("OCANNL_AST_OBJECT_CACHE", raising=False)
+    monkeypatch.setenv("OCANNL_AST_PREBUILT", "off")
 
 
 @pytest.fixture
