@@ -17,6 +17,7 @@ import importlib.util
 import json
 import os
 import re
+import subprocess
 import sys
 import tempfile
 import time
@@ -198,20 +199,25 @@ def gflops_rows(cfg: tm.Config, step_s: float, quick: bool) -> list[Row]:
 
 
 def compile_rows(quick: bool) -> list[Row]:
-    """The step compiled in a fresh interpreter with an empty cache directory: as the C
-    backend builds it (a large routine's translation units compiled at once), then as one
-    translation unit (`OCANNL_AST_CC_JOBS=1`) for comparison; then as on a set-up machine:
-    the cache holds what `scripts/setup.sh` and any model before it left there (the
-    contraction kernel's objects, `python -m ocannl_ast.backends.prebuild`; `oc.nn`'s
-    rewritten functions), not this routine. Each row shows the load average at its start."""
+    """The step compiled in a fresh interpreter with an empty compile and rewrite cache
+    (`OCANNL_AST_CACHE`): as the C backend builds it (a large routine's translation units
+    compiled at once), then as one translation unit (`OCANNL_AST_CC_JOBS=1`) for
+    comparison, both on an installed package: what `scripts/setup.sh` builds once per
+    installation is there (`python -m ocannl_ast.prebuilt`, run here first: nothing when
+    it is built; the contraction kernel's objects and the library's own @op/@cd functions
+    rewritten), this model and its step are not. Then with nothing prebuilt either
+    (`OCANNL_AST_PREBUILT=off`: the kernel objects compiled and the library rewritten
+    too). Each row shows the load average at its start."""
     what = "cold compile of the step (fresh cache, gcc included)"
     target = f"<= {COMPILE_TARGET_S:g} s"
+    subprocess.run([sys.executable, "-m", "ocannl_ast.prebuilt"], check=False,
+                   stdout=subprocess.DEVNULL, timeout=600)
     rows = []
-    for label, jobs, warm in (("", None, False), (", one translation unit", "1", False),
-                              (", kernel objects prebuilt (setup.sh), oc.nn rewrite cached",
-                               None, True)):
+    bare = ", nothing prebuilt (OCANNL_AST_PREBUILT=off: kernel objects, library rewrites)"
+    for label, jobs, prebuilt in (("", None, True), (", one translation unit", "1", True),
+                                  (bare, None, False)):
         try:
-            got = cold_compile(quick, jobs, warm)
+            got = cold_compile(quick, jobs, prebuilt)
         except WorkerTimeout as e:
             rows.append(Row(G, what + label, str(e), target if not label else "", False))
             continue
@@ -225,15 +231,19 @@ def compile_rows(quick: bool) -> list[Row]:
     return rows
 
 
-def cold_compile(quick: bool, jobs: str | None, warm: bool = False) -> dict[str, float]:
-    saved = {k: os.environ.get(k) for k in ("OCANNL_AST_CACHE", "OCANNL_AST_CC_JOBS")}
+def cold_compile(quick: bool, jobs: str | None, prebuilt: bool = True) -> dict[str, float]:
+    names = ("OCANNL_AST_CACHE", "OCANNL_AST_CC_JOBS", "OCANNL_AST_PREBUILT",
+             "OCANNL_AST_OBJECT_CACHE", "OCANNL_AST_REWRITE_CACHE")
+    saved = {k: os.environ.get(k) for k in names}
     with tempfile.TemporaryDirectory(prefix="ocannl_bench_cold_") as cache:
+        for k in names[1:]:
+            os.environ.pop(k, None)
         os.environ["OCANNL_AST_CACHE"] = cache
         if jobs is not None:
             os.environ["OCANNL_AST_CC_JOBS"] = jobs
+        if not prebuilt:
+            os.environ["OCANNL_AST_PREBUILT"] = "off"
         try:
-            if warm:
-                run_worker(Path(__file__), ["--warm-worker"], timeout=120)
             load = os.getloadavg()[0]
             got: dict[str, float] = run_worker(
                 Path(__file__), ["--compile-worker"] + (["--quick"] if quick else []),
@@ -263,22 +273,6 @@ def compile_worker(quick: bool) -> None:
                       + c1.children_system - c0.children_system}))
 
 
-def warm_worker() -> None:
-    """What a set-up machine's cache holds: the contraction kernel's objects (what
-    `scripts/setup.sh` builds) and `oc.nn`'s rewritten functions (any earlier model)."""
-    import ocannl_ast.nn  # noqa: F401
-    from ocannl_ast.backends import prebuild
-    from ocannl_ast.rewrite.decorator import materialize_deferred
-
-    materialize_deferred()  # the library's @op/@cd functions, rewritten into the cache
-    from ocannl_ast.backends.c_contraction import threads_setting
-    from ocannl_ast.lowering.loop_ir import Precision
-
-    # what setup.sh builds, less the objects this step does not link (float64, ...)
-    prebuild.prebuild(precisions=[Precision.FLOAT32], openmp=[threads_setting() > 1])
-    print(json.dumps({}))
-
-
 def memory_rows(ctx: oc.Context, params: list[oc.Tensor]) -> list[Row]:
     """Bytes of every array the context holds against the issue's bound: the static state
     (params, grads, Adam moments; the resident data set once) plus the most intermediate
@@ -303,11 +297,8 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--quick", action="store_true", help="tiny sizes, few rounds")
     ap.add_argument("--compile-worker", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--warm-worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args.warm_worker:
-        warm_worker()
-    elif args.compile_worker:
+    if args.compile_worker:
         compile_worker(args.quick)
     else:
         print_table(run(args.quick))

@@ -36,15 +36,19 @@ def build_rewrites(directory: Path) -> int:
     import ocannl_ast.nn  # noqa: F401  (declares the layers' functions)
     from ocannl_ast.rewrite.decorator import materialize_deferred
 
-    saved = os.environ.get("OCANNL_AST_REWRITE_CACHE")
-    os.environ["OCANNL_AST_REWRITE_CACHE"] = str(directory / "rewrite")
+    # rewrites are looked up (and stored) there only: not in another prebuilt directory
+    places = {"OCANNL_AST_REWRITE_CACHE": str(directory / "rewrite"),
+              "OCANNL_AST_PREBUILT": str(directory)}
+    saved = {k: os.environ.get(k) for k in places}
+    os.environ.update(places)
     try:
         return materialize_deferred()
     finally:
-        if saved is None:
-            os.environ.pop("OCANNL_AST_REWRITE_CACHE", None)
-        else:
-            os.environ["OCANNL_AST_REWRITE_CACHE"] = saved
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -17,10 +17,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from gcc_util import gcc_runs
 
 import ocannl_ast as oc
 from ocannl_ast import config
-from ocannl_ast.backends import compiler, prebuild
+from ocannl_ast.backends import prebuild
 from ocannl_ast.lowering.loop_ir import Precision
 
 gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is not installed")
@@ -33,18 +34,6 @@ def product() -> tuple[np.ndarray, np.ndarray]:
     """(ours, NumPy's float64 reference) of a matmul large enough for the kernel."""
     c = oc.einsum("ij;jk=>ik", oc.ndarray(A), oc.ndarray(B))
     return oc.Context().eval(c), A.astype(np.float64) @ B.astype(np.float64)
-
-
-def gcc_runs(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
-    runs: list[list[str]] = []
-    real = compiler._run_gcc
-
-    def counting(cmd: list[str]) -> subprocess.CompletedProcess[str]:
-        runs.append(cmd)
-        return real(cmd)
-
-    monkeypatch.setattr(compiler, "_run_gcc", counting)
-    return runs
 
 
 def test_default_is_inside_the_package_and_off_turns_it_off(

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from gcc_util import gcc_runs
 
 import ocannl_ast as oc
 from ocannl_ast.backends import c_backend, compiler
@@ -163,14 +164,7 @@ def test_cache_reuses_and_verifies_every_unit(split_all: Callable[[str], Path],
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     cache = split_all("2")
     first = run_mlp(1)
-    runs: list[list[str]] = []
-    real = compiler._run_gcc
-
-    def counting(cmd: list[str]) -> subprocess.CompletedProcess[str]:
-        runs.append(cmd)
-        return real(cmd)
-
-    monkeypatch.setattr(compiler, "_run_gcc", counting)
+    runs = gcc_runs(monkeypatch)
     assert np.array_equal(run_mlp(1)[1], first[1])
     assert runs == []  # every unit and the .so verified: no gcc
     unit = units_of(cache)[0]

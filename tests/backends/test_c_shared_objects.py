@@ -7,11 +7,11 @@ a build already running is waited for, not repeated."""
 from __future__ import annotations
 
 import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
+from gcc_util import gcc_runs
 
 import ocannl_ast as oc
 from ocannl_ast.backends import c_backend, compiler
@@ -60,14 +60,7 @@ def test_object_cache_shared_by_two_caches(tmp_path: Path,
     got, want = product(1.0)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     (obj,) = objects_dir.glob("*.o")
-    runs: list[list[str]] = []
-    real = compiler._run_gcc
-
-    def counting(cmd: list[str]) -> subprocess.CompletedProcess[str]:
-        runs.append(cmd)
-        return real(cmd)
-
-    monkeypatch.setattr(compiler, "_run_gcc", counting)
+    runs = gcc_runs(monkeypatch)
     monkeypatch.setenv("OCANNL_AST_CACHE", str(tmp_path / "two"))
     got, want = product(4.0)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
@@ -82,14 +75,7 @@ def test_kernel_compiled_once_and_linked(cache: Path, monkeypatch: pytest.Monkey
     got, want = product(1.0)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     assert len(objects(cache)) == 1
-    runs: list[list[str]] = []
-    real = compiler._run_gcc
-
-    def counting(cmd: list[str]) -> subprocess.CompletedProcess[str]:
-        runs.append(cmd)
-        return real(cmd)
-
-    monkeypatch.setattr(compiler, "_run_gcc", counting)
+    runs = gcc_runs(monkeypatch)
     got, want = product(2.0)  # another routine: its own source, the same kernel object
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     assert runs and not any(c.endswith(".c") and "shared" in c for r in runs for c in r)
@@ -118,14 +104,7 @@ def test_damaged_object_is_rebuilt(cache: Path) -> None:
 def test_running_build_is_waited_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     source = "int ocannl_shared_probe(int x) { return x + 1; }\n"
     flags = compiler.effective_flags(("-O1",))
-    runs: list[list[str]] = []
-    real = compiler._run_gcc
-
-    def counting(cmd: list[str]) -> subprocess.CompletedProcess[str]:
-        runs.append(cmd)
-        return real(cmd)
-
-    monkeypatch.setattr(compiler, "_run_gcc", counting)
+    runs = gcc_runs(monkeypatch)
     compiler.prebuild_object(tmp_path, source, flags)
     path = compiler.object_path(tmp_path, source, flags)
     compiler.ensure_object(path, source, flags)
@@ -173,14 +152,7 @@ def test_prebuilt_kernel_objects_are_the_ones_routines_link(
     assert prebuild.main(["--precision", "float32"]) == 0
     built = prebuild.prebuild(cache, [Precision.FLOAT32], [False])
     assert len(built) == 1 and all(p.is_file() for p in built)
-    runs: list[list[str]] = []
-    real = compiler._run_gcc
-
-    def counting(cmd: list[str]) -> subprocess.CompletedProcess[str]:
-        runs.append(cmd)
-        return real(cmd)
-
-    monkeypatch.setattr(compiler, "_run_gcc", counting)
+    runs = gcc_runs(monkeypatch)
     got, want = product(1.5)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     assert not any(c.endswith(".c") and "shared" in c for r in runs for c in r)
