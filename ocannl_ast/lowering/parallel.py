@@ -37,7 +37,7 @@ from .loop_ir import (
     Stmt,
 )
 from .nests import body_units, noted
-from .schedule import Scheduled, injective, same_cell
+from .schedule import Scheduled, cell_injective, same_cell
 from .walk import gets, own_exprs, scoped, work
 
 #: innermost executions a nest needs to be run on threads: with the C backend's one parallel
@@ -85,7 +85,7 @@ def parallel_safe(loop: ForLoop) -> bool:
     for s, loops in scoped(loop):
         match s:
             case SetCell(buffer=buf, index=index):
-                if buf.uint4x32 or not injective((*loops,), buf, index):
+                if buf.uint4x32 or not cell_injective(loops, s):
                     return False
                 first = writes.setdefault(buf.id, index)
                 if not same_cell(buf, first, index):

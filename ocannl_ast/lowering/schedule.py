@@ -20,6 +20,7 @@ import math
 from collections.abc import Sequence
 
 from ..records import record
+from . import unit_memo
 from .loop_ir import (
     MAX_UNROLL,
     Binary,
@@ -219,6 +220,18 @@ def injective(loops: Sequence[Loop], buf: Buffer, index: Sequence[IndexExpr]) ->
     return True
 
 
+def cell_injective(loops: Sequence[Loop], cell: SetCell) -> bool:
+    """`injective(loops, cell.buffer, cell.index)`, memoized within `unit_memo.shared` by the
+    write and its loops' symbols (ids: distinct symbols of a program have distinct ids): the
+    fusion passes ask it again of every write of a nest each time it grows."""
+    memo = unit_memo.table("cell_injective")
+    key = (id(cell), *[(s.id, n) for s, n in loops])
+    hit = memo.get(key)
+    if hit is None:
+        hit = memo[key] = (cell, injective(loops, cell.buffer, cell.index))
+    return hit[1]  # type: ignore[no-any-return]
+
+
 def same_cell(buf: Buffer, a: Sequence[IndexExpr], b: Sequence[IndexExpr]) -> bool:
     """Whether two indices of `buf` name the same cell for every value of their symbols."""
     return a == b or _flat(buf.dims, tuple(a)) == _flat(buf.dims, tuple(b))
@@ -239,7 +252,7 @@ def independent(loops: Sequence[Loop], cells: Sequence[SetCell]) -> bool:
     read (by any of them) only there."""
     written: dict[int, SetCell] = {}
     for c in cells:
-        if c.buffer.uint4x32 or not injective(loops, c.buffer, c.index):
+        if c.buffer.uint4x32 or not cell_injective(loops, c):
             return False
         first = written.setdefault(c.buffer.id, c)
         if not same_cell(c.buffer, first.index, c.index):
@@ -258,6 +271,7 @@ __all__ = [
     "MAX_UNROLL",
     "Scheduled",
     "accumulates_product",
+    "cell_injective",
     "holds_contraction",
     "independent",
     "injective",
