@@ -136,16 +136,16 @@ def _expr_list(e: Expr, out: list[Expr]) -> list[Expr]:
 
 def _expr_gets(e: Expr, out: list[Get]) -> None:
     """Append the buffer reads of `e` to `out`, left to right."""
-    match e:
+    match e:  # (the most frequent nodes first: the cases are disjoint)
         case Get():
             out.append(e)
+        case Binary(lhs=a, rhs=b):
+            _expr_gets(a, out)
+            _expr_gets(b, out)
         case Const() | GetLocal() | SymbolValue() | ThreefryUniform():
             pass
         case Unary(arg=a):
             _expr_gets(a, out)
-        case Binary(lhs=a, rhs=b):
-            _expr_gets(a, out)
-            _expr_gets(b, out)
         case Ternary(a=a, b=b, c=c):
             _expr_gets(a, out)
             _expr_gets(b, out)
@@ -451,8 +451,8 @@ def writes(s: Stmt) -> frozenset[Buffer]:
 
 
 class Accesses:
-    """`reads` and `writes` (and their buffer ids) memoized by node identity, for one pass
-    run: passes ask for the same units' accesses over and over (without the memo a deep
+    """The buffer ids of `reads` and `writes`, memoized by node identity (within
+    `unit_memo.shared`, else for one pass run; `reads`/`writes` themselves are not): passes ask for the same units' accesses over and over (without the memo a deep
     MLP's step took seconds). The memo holds each node, so no id is reused while it lives.
 
     Example: ``acc = Accesses(); acc.write_ids(unit)``.
@@ -463,23 +463,36 @@ class Accesses:
     def __init__(self) -> None:
         self._memo: unit_memo.Table = unit_memo.table("accesses")
 
-    def _entry(self, s: Stmt) -> tuple[Stmt, frozenset[Buffer], frozenset[Buffer],
-                                       frozenset[int], frozenset[int]]:
+    def _entry(self, s: Stmt) -> tuple[Stmt, frozenset[int], frozenset[int]]:
         hit = self._memo.get(id(s))
-        if hit is None:
-            r, w = reads(s), writes(s)
-            hit = (s, r, w, frozenset(b.id for b in r), frozenset(b.id for b in w))
+        if hit is None:  # one walk for both (not `reads` and `writes`: Buffer hashes)
+            out: list[Get] = []
+            w: list[int] = []
+            for x in _stmt_list(s):
+                match x:
+                    case SetCell(buffer=b, value=v) | SetFromVec(buffer=b, value=v):
+                        w.append(b.id)
+                        _expr_gets(v, out)
+                    case DeclLocal(init=v) | SetLocal(value=v):
+                        _expr_gets(v, out)
+                    case Fill(buffer=b):
+                        w.append(b.id)
+                    case Noop() | Comment() | Seq() | ForLoop() | CheckIndex():
+                        pass
+                    case _:
+                        assert_never(x)
+            hit = (s, frozenset([g.buffer.id for g in out]), frozenset(w))
             self._memo[id(s)] = hit
         return hit
 
     def reads(self, s: Stmt) -> frozenset[Buffer]:
-        return self._entry(s)[1]
+        return reads(s)
 
     def writes(self, s: Stmt) -> frozenset[Buffer]:
-        return self._entry(s)[2]
+        return writes(s)
 
     def read_ids(self, s: Stmt) -> frozenset[int]:
-        return self._entry(s)[3]
+        return self._entry(s)[1]
 
     def write_ids(self, s: Stmt) -> frozenset[int]:
-        return self._entry(s)[4]
+        return self._entry(s)[2]
