@@ -20,33 +20,25 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Sequence
-from typing import assert_never
 
 from ..records import record
 from .loop_ir import (
     Buffer,
-    CheckIndex,
-    Comment,
     Const,
-    DeclLocal,
     Expr,
     Fill,
     ForLoop,
     Get,
     IndexExpr,
     LoopProgram,
-    Noop,
-    Seq,
     SetCell,
     SetFromVec,
-    SetLocal,
     Stmt,
     Symbol,
 )
-from .nests import body_units, flat_terms, noted
+from .nests import body_units, buffer_accesses, flat_terms, noted
 from .schedule import cell_injective, same_cell
-from .unit_memo import memoized
-from .walk import Loop, gets, map_stmt, stmt_nodes
+from .walk import map_stmt, stmt_nodes
 
 #: buffers smaller than this many cells keep their own storage (scalars, tiny vectors)
 MIN_ELEMS = 64
@@ -125,49 +117,6 @@ def scratch_span(buf_id: int) -> tuple[int, int] | None:
     if buf_id > -2:
         return None
     return divmod(-buf_id - 2, _SPAN)
-
-
-#: one statement's accesses of one buffer (`buffer_accesses`): the statement, the loops
-#: around it (outermost first), the indices at which it reads the buffer, and its path from
-#: the unit (per level, the position in a `Seq`, or -1 for a `ForLoop`'s body)
-Access = tuple[Stmt, tuple[Loop, ...], tuple[tuple[IndexExpr, ...], ...], tuple[int, ...]]
-
-
-@memoized
-def buffer_accesses(u: Stmt) -> dict[int, tuple[Access, ...]]:
-    """Per buffer id that unit `u` reads or writes, the statements touching it in program
-    order (one walk of the unit answers every buffer's questions: `full_write`, and
-    `scalarize`'s)."""
-    out: dict[int, list[Access]] = {}
-    stack: list[tuple[Stmt, tuple[Loop, ...], tuple[int, ...]]] = [(u, (), ())]
-    while stack:
-        x, loops, path = stack.pop()
-        match x:
-            case Seq(stmts=stmts):
-                stack += [(stmts[i], loops, (*path, i)) for i in range(len(stmts) - 1, -1, -1)]
-                continue
-            case ForLoop(symbol=sym, extent=n, body=body):
-                stack.append((body, (*loops, (sym, n)), (*path, -1)))
-                continue
-            case SetCell(buffer=b, value=v) | SetFromVec(buffer=b, value=v):
-                written: int | None = b.id
-            case DeclLocal(init=v) | SetLocal(value=v):
-                written = None
-            case Fill(buffer=b):
-                out.setdefault(b.id, []).append((x, loops, (), path))
-                continue
-            case Noop() | Comment() | CheckIndex():
-                continue
-            case _:
-                assert_never(x)
-        read: dict[int, list[tuple[IndexExpr, ...]]] = {}
-        for g in gets(v):
-            read.setdefault(g.buffer.id, []).append(g.index)
-        if written is not None and written not in read:
-            read[written] = []
-        for bid, ixs in read.items():
-            out.setdefault(bid, []).append((x, loops, tuple(ixs), path))
-    return {bid: tuple(acs) for bid, acs in out.items()}
 
 
 def full_write(u: Stmt, b: Buffer) -> bool:

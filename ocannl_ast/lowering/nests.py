@@ -10,24 +10,28 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import assert_never
 
 from ..records import record
 from .loop_ir import (
+    CheckIndex,
     Comment,
     DeclLocal,
     Expr,
+    Fill,
     ForLoop,
     IndexExpr,
     LoopProgram,
     Noop,
     Seq,
     SetCell,
+    SetFromVec,
     SetLocal,
     Stmt,
     Symbol,
 )
 from .unit_memo import memoized
-from .walk import Loop
+from .walk import Loop, gets
 
 # ---- units and loop nests ------------------------------------------------------------
 
@@ -146,6 +150,52 @@ def flat_terms(dims: Sequence[int], index: Sequence[IndexExpr]) -> tuple[dict[Sy
             terms[sym] = terms.get(sym, 0) + coeff * stride
         offset += e.offset * stride
     return terms, offset
+
+
+# ---- accesses per buffer -------------------------------------------------------------
+
+#: one statement's accesses of one buffer (`buffer_accesses`): the statement, the loops
+#: around it (outermost first), the indices at which it reads the buffer, and its path from
+#: the unit (per level, the position in a `Seq`, or -1 for a `ForLoop`'s body)
+Access = tuple[Stmt, tuple[Loop, ...], tuple[tuple[IndexExpr, ...], ...], tuple[int, ...]]
+
+
+@memoized
+def buffer_accesses(u: Stmt) -> dict[int, tuple[Access, ...]]:
+    """Per buffer id that unit `u` reads or writes, the statements touching it in program
+    order (one walk of the unit answers every buffer's questions: `full_write`, and
+    `scalarize`'s)."""
+    out: dict[int, list[Access]] = {}
+    stack: list[tuple[Stmt, tuple[Loop, ...], tuple[int, ...]]] = [(u, (), ())]
+    while stack:
+        x, loops, path = stack.pop()
+        match x:
+            case Seq(stmts=stmts):
+                stack += [(stmts[i], loops, (*path, i)) for i in range(len(stmts) - 1, -1, -1)]
+                continue
+            case ForLoop(symbol=sym, extent=n, body=body):
+                stack.append((body, (*loops, (sym, n)), (*path, -1)))
+                continue
+            case SetCell(buffer=b, value=v) | SetFromVec(buffer=b, value=v):
+                written: int | None = b.id
+            case DeclLocal(init=v) | SetLocal(value=v):
+                written = None
+            case Fill(buffer=b):
+                out.setdefault(b.id, []).append((x, loops, (), path))
+                continue
+            case Noop() | Comment() | CheckIndex():
+                continue
+            case _:
+                assert_never(x)
+        read: dict[int, list[tuple[IndexExpr, ...]]] = {}
+        for g in gets(v):
+            read.setdefault(g.buffer.id, []).append(g.index)
+        if written is not None and written not in read:
+            read[written] = []
+        for bid, ixs in read.items():
+            out.setdefault(bid, []).append((x, loops, tuple(ixs), path))
+    return {bid: tuple(acs) for bid, acs in out.items()}
+
 
 
 # ---- a pass's decisions, as leading comments ----------------------------------------

@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import assert_never
 
 from ..records import record
-from .arena import Access, buffer_accesses, full_write
+from .arena import full_write
 from .loop_ir import (
     Buffer,
     CheckIndex,
@@ -42,7 +42,7 @@ from .loop_ir import (
     SetLocal,
     Stmt,
 )
-from .nests import body_units, noted
+from .nests import Access, body_units, buffer_accesses, noted
 from .walk import map_expr, map_stmt, stmt_nodes
 
 
