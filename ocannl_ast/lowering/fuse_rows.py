@@ -100,7 +100,13 @@ def _merge(a: Stmt, b: Stmt) -> Stmt | None:
 
 def _rename_leaf(e: Expr, sub: dict[Symbol, IndexExpr]) -> Expr | None:
     """A leaf reading symbols, renamed (the rest is rebuilt around it by `map_expr`)."""
-    return subst_expr(e, sub) if isinstance(e, Get | SymbolValue | ThreefryUniform) else None
+    if isinstance(e, Get):  # (the common leaf, renamed here directly)
+        new = tuple([subst_index(ix, sub) for ix in e.index])
+        for a, z in zip(e.index, new, strict=True):
+            if a is not z:
+                return Get(e.buffer, new)
+        return None
+    return subst_expr(e, sub) if isinstance(e, SymbolValue | ThreefryUniform) else None
 
 
 def _declares(s: Seq) -> bool:

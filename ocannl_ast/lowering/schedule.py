@@ -48,6 +48,7 @@ from .walk import (
     gets,
     map_expr,
     scoped,
+    stmt_nodes,
     subst_expr,
     subst_index,
 )
@@ -126,10 +127,11 @@ def sum_of_products(red: ReductionNest) -> bool:
 def accumulates_product(c: SetCell) -> bool:
     """``c[i] = c[i] + x * y`` (either side): the other shape the contraction kernels take."""
     v = c.value
+    if not isinstance(v, Binary) or v.op is not BinOp.ADD:
+        return False  # (the common case: no read of the cell is built to compare)
     own = Get(c.buffer, c.index)
-    return isinstance(v, Binary) and v.op is BinOp.ADD and any(
-        a == own and isinstance(b, Binary) and b.op is BinOp.MUL
-        for a, b in ((v.lhs, v.rhs), (v.rhs, v.lhs)))
+    return any(a == own and isinstance(b, Binary) and b.op is BinOp.MUL
+               for a, b in ((v.lhs, v.rhs), (v.rhs, v.lhs)))
 
 
 def summed_product(c: SetCell, loops: Sequence[Loop]) -> bool:
@@ -146,8 +148,10 @@ def summed_product(c: SetCell, loops: Sequence[Loop]) -> bool:
 def holds_contraction(u: Stmt) -> bool:
     """Whether a contraction kernel could take some loop of `u` (a sum of products into a
     local, or a summed accumulating product): a pass that hides or wraps it must leave it."""
+    # a reduction nest declares its local: without one, only the writes are asked
+    locals_ = any(isinstance(x, DeclLocal) for x in stmt_nodes(u))
     for x, loops in scoped(u):
-        if isinstance(x, ForLoop):
+        if locals_ and isinstance(x, ForLoop):
             red = match_reduction(x)
             if red is not None and sum_of_products(red):
                 return True

@@ -168,13 +168,15 @@ def local_names(e: Expr) -> set[str]:
 
 def subst_index(ix: IndexExpr, sub: Mapping[Symbol, IndexExpr]) -> IndexExpr:
     """`ix` with each symbol of `sub` replaced by its affine index (like terms merged)."""
-    if len(ix.terms) <= 1 and (not ix.terms or (ix.terms[0][1] not in sub
-                                                and ix.terms[0][0] != 0)):
-        return ix  # nothing to replace or merge (the common case: kept as it is)
-    if len(ix.terms) == 1:  # one symbol renamed or scaled (the other common case)
+    if not ix.terms:
+        return ix
+    if len(ix.terms) == 1:
         c, sym = ix.terms[0]
         rep = sub.get(sym)
-        if rep is not None and len(rep.terms) == 1 and c * rep.terms[0][0] != 0:
+        if rep is None:
+            if c != 0:
+                return ix  # nothing to replace or merge (the common case: kept as it is)
+        elif len(rep.terms) == 1 and c * rep.terms[0][0] != 0:  # renamed or scaled
             return IndexExpr(((c * rep.terms[0][0], rep.terms[0][1]),), ix.offset + c * rep.offset)
     terms: dict[Symbol, int] = {}
     offset = ix.offset
