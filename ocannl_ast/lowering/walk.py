@@ -9,6 +9,7 @@ printer, the verifier and the backends. Input and output: loop-IR nodes (`loop_i
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from operator import is_not
 from typing import TypeVar, assert_never
 
 from . import unit_memo
@@ -83,15 +84,15 @@ def map_expr(e: Expr, rule: ExprRule) -> Expr:
 
     Example: ``map_expr(e, lambda x: Const(0.0) if isinstance(x, Get) else None)``.
     """
-    match e:
-        case Const() | Get() | GetLocal() | SymbolValue() | ThreefryUniform():
-            node: Expr = e
+    match e:  # (the most frequent nodes first: the cases are disjoint)
+        case Binary(op=op, lhs=a, rhs=b):
+            a2, b2 = map_expr(a, rule), map_expr(b, rule)
+            node: Expr = e if a2 is a and b2 is b else Binary(op, a2, b2)
+        case Get() | Const() | GetLocal() | SymbolValue() | ThreefryUniform():
+            node = e
         case Unary(op=op, arg=a):
             a2 = map_expr(a, rule)
             node = e if a2 is a else Unary(op, a2)
-        case Binary(op=op, lhs=a, rhs=b):
-            a2, b2 = map_expr(a, rule), map_expr(b, rule)
-            node = e if a2 is a and b2 is b else Binary(op, a2, b2)
         case Ternary(op=op, a=a, b=b, c=c):
             a2, b2, c2 = map_expr(a, rule), map_expr(b, rule), map_expr(c, rule)
             node = e if a2 is a and b2 is b and c2 is c else Ternary(op, a2, b2, c2)
@@ -243,22 +244,6 @@ def own_exprs(s: Stmt) -> tuple[Expr, ...]:
             assert_never(s)
 
 
-def _map_own(s: Stmt, f: Callable[[Expr], Expr]) -> Stmt:
-    match s:
-        case SetCell(buffer=b, index=ix, value=v):
-            return s if (v2 := f(v)) is v else SetCell(b, ix, v2)
-        case DeclLocal(name=n, init=v):
-            return s if (v2 := f(v)) is v else DeclLocal(n, v2)
-        case SetLocal(name=n, value=v):
-            return s if (v2 := f(v)) is v else SetLocal(n, v2)
-        case SetFromVec(buffer=b, vector=vec, op=op, value=v, length=n):
-            return s if (v2 := f(v)) is v else SetFromVec(b, vec, op, v2, n)
-        case Noop() | Comment() | Seq() | ForLoop() | Fill() | CheckIndex():
-            return s
-        case _:
-            assert_never(s)
-
-
 def map_stmt(s: Stmt, expr: ExprRule | None = None, stmt: StmtRule | None = None) -> Stmt:
     """`s` rebuilt bottom up: nested statements first, every expression through
     ``map_expr(_, expr)``, then ``stmt(node)`` replaces the rebuilt statement where it is not
@@ -266,22 +251,21 @@ def map_stmt(s: Stmt, expr: ExprRule | None = None, stmt: StmtRule | None = None
     match s:
         case Seq(stmts=stmts):
             new = [map_stmt(x, expr, stmt) for x in stmts]
-            changed = False
-            for a, b in zip(stmts, new, strict=True):
-                if a is not b:
-                    changed = True
-                    break
-            node: Stmt = Seq(tuple(new)) if changed else s
+            node: Stmt = Seq(tuple(new)) if any(map(is_not, stmts, new)) else s
         case ForLoop(symbol=sym, extent=n, body=body, threads=th):
             inner = map_stmt(body, expr, stmt)
             node = s if inner is body else ForLoop(sym, n, inner, th)
-        case (Noop() | Comment() | SetCell() | DeclLocal() | SetLocal() | Fill() | CheckIndex()
+        case SetCell(buffer=b, index=ix, value=v) if expr is not None:
+            node = s if (v2 := map_expr(v, expr)) is v else SetCell(b, ix, v2)
+        case DeclLocal(name=n, init=v) if expr is not None:
+            node = s if (v2 := map_expr(v, expr)) is v else DeclLocal(n, v2)
+        case SetLocal(name=n, value=v) if expr is not None:
+            node = s if (v2 := map_expr(v, expr)) is v else SetLocal(n, v2)
+        case SetFromVec(buffer=b, vector=vec, op=op, value=v, length=n) if expr is not None:
+            node = s if (v2 := map_expr(v, expr)) is v else SetFromVec(b, vec, op, v2, n)
+        case (Noop() | Comment() | Fill() | CheckIndex() | SetCell() | DeclLocal() | SetLocal()
               | SetFromVec()):
-            if expr is None:
-                node = s
-            else:
-                rule = expr
-                node = _map_own(s, lambda e: map_expr(e, rule))
+            node = s  # (no expression of its own, or no rule for expressions)
         case _:
             assert_never(s)
     out = None if stmt is None else stmt(node)
