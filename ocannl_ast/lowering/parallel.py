@@ -27,6 +27,7 @@ from .loop_ir import (
     DeclLocal,
     Fill,
     ForLoop,
+    Get,
     IndexExpr,
     LoopProgram,
     Noop,
@@ -38,7 +39,7 @@ from .loop_ir import (
 )
 from .nests import body_units, noted
 from .schedule import Scheduled, cell_injective, same_cell
-from .walk import gets, own_exprs, scoped, work
+from .walk import gets, scoped, work
 
 #: innermost executions a nest needs to be run on threads: with the C backend's one parallel
 #: region per step (`backends.c_region`) a parallel loop costs one barrier (about a
@@ -82,26 +83,28 @@ def mark_parallel(prog: LoopProgram, threads: int, min_work: int | None = None) 
 def parallel_safe(loop: ForLoop) -> bool:
     """Whether the iterations of `loop` touch disjoint cells (see the module docstring)."""
     writes: dict[int, tuple[IndexExpr, ...]] = {}
-    for s, loops in scoped(loop):
+    reads: list[Get] = []
+    for s, loops in scoped(loop):  # (one walk: the writes, and the reads to check after)
         match s:
-            case SetCell(buffer=buf, index=index):
+            case SetCell(buffer=buf, index=index, value=v):
                 if buf.uint4x32 or not cell_injective(loops, s):
                     return False
                 first = writes.setdefault(buf.id, index)
                 if not same_cell(buf, first, index):
                     return False
+                reads += gets(v)
+            case DeclLocal(init=v) | SetLocal(value=v):
+                reads += gets(v)
             case Fill() | SetFromVec() | CheckIndex():
                 return False
             case ForLoop(threads=th) if th > 1:
                 return False
-            case ForLoop() | Seq() | Noop() | Comment() | DeclLocal() | SetLocal():
+            case ForLoop() | Seq() | Noop() | Comment():
                 pass
             case _:
                 assert_never(s)
-    for s, _ in scoped(loop):
-        for e in own_exprs(s):
-            for g in gets(e):
-                if g.buffer.id in writes and not same_cell(g.buffer, writes[g.buffer.id],
-                                                           g.index):
-                    return False
+    for g in reads:
+        at = writes.get(g.buffer.id)
+        if at is not None and not same_cell(g.buffer, at, g.index):
+            return False
     return True
