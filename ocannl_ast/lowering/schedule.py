@@ -148,8 +148,16 @@ def summed_product(c: SetCell, loops: Sequence[Loop]) -> bool:
 def holds_contraction(u: Stmt) -> bool:
     """Whether a contraction kernel could take some loop of `u` (a sum of products into a
     local, or a summed accumulating product): a pass that hides or wraps it must leave it."""
-    # a reduction nest declares its local: without one, only the writes are asked
-    locals_ = any(isinstance(x, DeclLocal) for x in stmt_nodes(u))
+    # a reduction nest declares its local, a summed product accumulates: without either,
+    # no loop is asked (the common case: one walk over the statements, none over scopes)
+    locals_ = adds = False
+    for x in stmt_nodes(u):
+        if isinstance(x, DeclLocal):
+            locals_ = True
+        elif isinstance(x, SetCell) and accumulates_product(x):
+            adds = True
+    if not (locals_ or adds):
+        return False
     for x, loops in scoped(u):
         if locals_ and isinstance(x, ForLoop):
             red = match_reduction(x)
