@@ -120,21 +120,23 @@ def cellwise(s: Stmt) -> tuple[SetCell, tuple[Symbol | None, ...]] | None:
     """`s` as ``for loops: buf[loop symbols] = value``, writing each cell of `buf` exactly
     once (each loop indexes one axis, in full), and the loop symbol of each axis (None: an
     axis of size 1)."""
-    loops, cell = peel(s)
+    loops, cell = _peeled(s)  # (read only: no copy)
     if not isinstance(cell, SetCell) or cell.buffer.uint4x32 or \
             len(cell.index) != len(cell.buffer.dims):
         return None
     extents = dict(loops)
     axes: list[Symbol | None] = []
     for ix, d in zip(cell.index, cell.buffer.dims, strict=True):
-        if ix.terms == () and ix.offset == 0 and d == 1:
+        terms = ix.terms
+        if ix.offset != 0:
+            return None
+        if not terms and d == 1:
             axes.append(None)
-        elif (len(ix.terms) == 1 and ix.offset == 0 and ix.terms[0][0] == 1
-              and extents.get(ix.terms[0][1]) == d):
-            axes.append(ix.terms[0][1])
+        elif len(terms) == 1 and terms[0][0] == 1 and extents.get(terms[0][1]) == d:
+            axes.append(terms[0][1])
         else:
             return None
-    if sorted(a.id for a in axes if a) != sorted(sym.id for sym in extents):
+    if sorted([a.id for a in axes if a]) != sorted([sym.id for sym in extents]):
         return None  # a loop not indexing the buffer writes cells repeatedly
     return cell, tuple(axes)
 

@@ -356,48 +356,58 @@ def stmt_gets(s: Stmt) -> Iterator[Get]:
 
 def own_symbols(s: Stmt) -> Iterator[Symbol]:
     """The symbols `s` itself uses in its indices and expressions (not nested statements)."""
+    return iter(_own_symbols(s))
+
+
+def _own_symbols(s: Stmt) -> list[Symbol]:
     match s:
         case SetCell(index=index):
-            indices: tuple[IndexExpr, ...] = index
+            indices: list[IndexExpr] = list(index)
         case CheckIndex(index=ix) | SetFromVec(vector=ix):
-            indices = (ix,)
+            indices = [ix]
         case Noop() | Comment() | Seq() | ForLoop() | DeclLocal() | SetLocal() | Fill():
-            indices = ()
+            indices = []
         case _:
             assert_never(s)
+    out: list[Symbol] = []
     for e in own_exprs(s):
         for x in _expr_list(e, []):
             match x:
                 case Get(index=index):
                     indices += index
                 case ThreefryUniform(counter=ix):
-                    indices += (ix,)
+                    indices.append(ix)
                 case SymbolValue(symbol=sym):
-                    yield sym
+                    out.append(sym)
                 case Const() | GetLocal() | Unary() | Binary() | Ternary():
                     pass
                 case _:
                     assert_never(x)
-    yield from (sym for ix in indices for _, sym in ix.terms)
+    return out + [sym for ix in indices for _, sym in ix.terms]
 
 
 def free_symbols(s: Stmt) -> set[Symbol]:
     """Symbols used but not bound by an enclosing loop: the routine's static arguments."""
     out: set[Symbol] = set()
-    _free(s, frozenset(), out)
+    _free(s, set(), out)
     return out
 
 
-def _free(s: Stmt, bound: frozenset[Symbol], out: set[Symbol]) -> None:
+def _free(s: Stmt, bound: set[Symbol], out: set[Symbol]) -> None:
+    """(`bound`: the loops around `s`, added on entering a loop and removed on leaving it)"""
     match s:
         case Seq(stmts=stmts):
             for x in stmts:
                 _free(x, bound, out)
+        case ForLoop(symbol=sym, body=body) if sym in bound:  # (an inner loop reusing it)
+            _free(body, bound, out)
         case ForLoop(symbol=sym, body=body):
-            _free(body, bound | {sym}, out)
+            bound.add(sym)
+            _free(body, bound, out)
+            bound.remove(sym)
         case (Noop() | Comment() | SetCell() | DeclLocal() | SetLocal() | Fill() | CheckIndex()
               | SetFromVec()):
-            out.update(x for x in own_symbols(s) if x not in bound)
+            out.update([x for x in _own_symbols(s) if x not in bound])
         case _:
             assert_never(s)
 
