@@ -233,9 +233,10 @@ def _lower_accum_body(a: Accum, buffers: _Buffers) -> Stmt:
     args: list[Expr] = [Get(_use(x, buffers), coupled.flat(p.rhs[k]))
                         for k, x in enumerate(a.rhs)]
     val = rhs_expr(a.expr, args)
-    reds = set(p.reduction_iterators())
-    outer = [(s, n) for s, n in p.product if s not in reds]
-    inner = [(s, n) for s, n in p.product if s in reds]
+    # the reduction iterators (`p.reduction_iterators()`) are those the LHS map omits
+    used = {s for ix in p.lhs if isinstance(ix, IndexExpr) for _, s in ix.terms}
+    outer = [(s, n) for s, n in p.product if s in used]
+    inner = [(s, n) for s, n in p.product if s not in used]
     injective, surjective = p.lhs_injective(), p.lhs_surjective()
     stmts: list[Stmt] = []
     if a.accum == BinOp.ARG2:

@@ -39,9 +39,15 @@ from .walk import Loop, gets
 def units(s: Stmt) -> list[Stmt]:
     """The top-level statements in order: nested sequences flattened, except the blocks
     that declare a local (they scope it)."""
-    if isinstance(s, Seq) and not any(isinstance(x, DeclLocal) for x in s.stmts):
-        return [u for x in s.stmts for u in units(x)]
-    return [s]
+    if not isinstance(s, Seq) or any(isinstance(x, DeclLocal) for x in s.stmts):
+        return [s]
+    out: list[Stmt] = []
+    for x in s.stmts:  # (a statement other than a block is its own unit: no call for it)
+        if isinstance(x, Seq):
+            out += units(x)
+        else:
+            out.append(x)
+    return out
 
 
 def single(s: Stmt) -> Stmt:
