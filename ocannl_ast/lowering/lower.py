@@ -66,7 +66,7 @@ from .loop_ir import (
 from .loop_ir import Noop as LNoop
 from .loop_ir import Seq as LSeq
 from .nests import nest
-from .views import resolve_views
+from .views import Checks, guarded, resolve_part
 
 NEUTRAL: dict[BinOp, float] = vocabulary.NEUTRAL
 #: accumulators for which accum(neutral, x) == x, so an injective write can be plain
@@ -77,8 +77,8 @@ def lower(code: Asgn, name: str, *, static_args: tuple[Symbol, ...] = (),
     """Lower assignments into one routine. Example: ``lower(seq(...), "step")``."""
     buffers = _Buffers()
     body = _lower(code, buffers)
-    if buffers.views:  # (else a walk of the whole program that changes nothing)
-        body = resolve_views(body)
+    if buffers.views:  # (the parts using a view are resolved as they are lowered)
+        body = guarded(body, buffers.checks)
     return LoopProgram(name, tuple(buffers.values()), static_args, body, precision)
 
 
@@ -92,6 +92,7 @@ class _Buffers(dict[int, Buffer]):
         #: added, so every smaller suffix stays taken: the search is not quadratic)
         self.next_suffix: dict[str, int] = {}
         self.views = False  #: whether a viewing buffer was used
+        self.checks: Checks = {}  #: the views' index checks (`views.resolve_part`)
         #: numbers the local reduction accumulators (acc1, acc2, ...) in program order: the
         #: units are lowered left to right, and blocks declaring a local do not nest
         self.locals = itertools.count(1)
@@ -124,11 +125,26 @@ def _use(buf: Buffer, buffers: _Buffers) -> Buffer:
 
 
 def _lower(code: Asgn, buffers: _Buffers) -> Stmt:
+    """`code` lowered, each part using a viewing buffer with its views resolved (no walk
+    of the parts without one)."""
+    match code:
+        case Seq(items=items):
+            return LSeq(tuple(_lower(x, buffers) for x in items))
+        case _:
+            views, buffers.views = buffers.views, False
+            out = _lower_part(code, buffers)
+            if buffers.views:
+                out = resolve_part(out, buffers.checks)
+            buffers.views |= views
+            return out
+
+
+def _lower_part(code: Asgn, buffers: _Buffers) -> Stmt:
     match code:
         case Noop():
             return LNoop()
-        case Seq(items=items):
-            return LSeq(tuple(_lower(x, buffers) for x in items))
+        case Seq():
+            return _lower(code, buffers)
         case Accum() if code.projections.factors:
             return coupled.lower_accum(code, _use(code.lhs, buffers),
                                        [_use(x, buffers) for x in code.rhs],
