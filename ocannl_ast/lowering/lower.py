@@ -253,7 +253,10 @@ def _lower_accum_body(a: Accum, buffers: _Buffers) -> Stmt:
     used = {s for ix in p.lhs if isinstance(ix, IndexExpr) for _, s in ix.terms}
     outer = [(s, n) for s, n in p.product if s in used]
     inner = [(s, n) for s, n in p.product if s not in used]
-    injective, surjective = p.lhs_injective(), p.lhs_surjective()
+    # `p.lhs_injective()`: every LHS axis one iterator at most, and none of them reduced
+    injective = not inner and all(isinstance(ix, IndexExpr) and len(ix.terms) <= 1
+                                  for ix in p.lhs)
+    surjective = p.lhs_surjective()
     stmts: list[Stmt] = []
     if a.accum == BinOp.ARG2:
         body: Stmt = nest(outer + inner, SetCell(lhs, lhs_ix, val))
