@@ -41,7 +41,6 @@ from .loop_ir import (
     SymbolValue,
 )
 from .nests import ReductionNest, body_units, flat_terms, match_reduction, nest, noted, peel
-from .unit_memo import memoized
 from .walk import (
     Loop,
     expr_nodes,
@@ -144,10 +143,10 @@ def summed_product(c: SetCell, loops: Sequence[Loop]) -> bool:
     return any(used.get(sym, 0) == 0 for sym, n in loops if n > 1)
 
 
-@memoized
 def holds_contraction(u: Stmt) -> bool:
     """Whether a contraction kernel could take some loop of `u` (a sum of products into a
-    local, or a summed accumulating product): a pass that hides or wraps it must leave it."""
+    local, or a summed accumulating product): a pass that hides or wraps it must leave it.
+    (Not memoized: row fusion asks it once of each unit.)"""
     # a reduction nest declares its local, a summed product accumulates: without either,
     # no loop is asked (the common case: one walk over the statements, none over scopes)
     locals_ = adds = False

@@ -8,7 +8,7 @@ holding its nodes so that no id is reused while it lives; outside it nothing is 
 every question is answered afresh (the backends' calls, tests). The facts memoized are
 pure functions of an immutable node.
 
-Stage: shared by the loop-IR passes (`walk.Accesses`, `nests`, `schedule`, `arena`).
+Stage: shared by the loop-IR passes (`walk.Accesses`, `nests`, `schedule.cell_injective`).
 Input: loop-IR nodes. Output: what the memoized function returns for them.
 """
 
