@@ -39,7 +39,7 @@ from .walk import Loop, gets
 def units(s: Stmt) -> list[Stmt]:
     """The top-level statements in order: nested sequences flattened, except the blocks
     that declare a local (they scope it)."""
-    if not isinstance(s, Seq) or any(isinstance(x, DeclLocal) for x in s.stmts):
+    if not isinstance(s, Seq) or DeclLocal in map(type, s.stmts):  # (C-level scan)
         return [s]
     out: list[Stmt] = []
     for x in s.stmts:  # (a statement other than a block is its own unit: no call for it)
