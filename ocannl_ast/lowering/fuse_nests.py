@@ -66,7 +66,7 @@ def _pointwise(u: Stmt) -> tuple[list[Loop], list[SetCell]] | None:
     loops, body = peel(u)
     if not loops:
         return None
-    stmts = [x for x in body.stmts if not isinstance(x, Noop | Comment)] \
+    stmts = [x for x in body.stmts if not isinstance(x, (Noop, Comment))] \
         if isinstance(body, Seq) else [body]
     if not stmts or not all(isinstance(x, SetCell) for x in stmts):
         return None

@@ -93,7 +93,11 @@ def inline(prog: LoopProgram, escaping: frozenset[int], max_visits: int = MAX_VI
         readers = sorted(ix.readers[prod.buf.id])
         n = sum(_count_gets(_some(slots[k]), prod.buf) for k in readers)
         for k in readers:
-            ix.replace(slots, k, _inline(_some(slots[k]), prod))
+            u = _some(slots[k])
+            pre = ix.inlined  # the last reader already inlined by `_eligible`
+            ix.replace(slots, k, pre[2] if pre is not None and pre[0] is u and pre[1] is prod
+                       else _inline(u, prod))
+        ix.inlined = None
         ix.replace(slots, pos, None)
         virtual.add(prod.buf.id)
         more.append(f"virtual: {prod.buf.name} (inlined into {n} read{'s' if n != 1 else ''})")
@@ -110,6 +114,9 @@ class _Index:
                  escaping: frozenset[int] = frozenset()) -> None:
         self.acc = acc
         self.escaping = escaping
+        #: the last reader, the producer, and that reader with the producer inlined, as
+        #: `_eligible` computed it (the inlining that follows reuses it)
+        self.inlined: tuple[Stmt, _Producer, Stmt] | None = None
         self.readers: dict[int, set[int]] = {}
         self.writers: dict[int, set[int]] = {}
         for k, u in enumerate(slots):
@@ -183,7 +190,10 @@ def _eligible(slots: list[Stmt | None], ix: _Index, pos: int, prod: _Producer,
     if any(pos < w < readers[-1] for i in inputs for w in ix.writers.get(i, ())):
         return False
     last = units[-1]
-    return inputs.isdisjoint(ix.acc.write_ids(last)) or _in_place(_inline(last, prod))
+    if inputs.isdisjoint(ix.acc.write_ids(last)):
+        return True
+    ix.inlined = (last, prod, _inline(last, prod))  # (kept for the inlining itself)
+    return _in_place(ix.inlined[2])
 
 
 def cheap(e: Expr) -> bool:

@@ -35,6 +35,9 @@ from .walk import Loop, gets
 
 # ---- units and loop nests ------------------------------------------------------------
 
+#: statements that do nothing (a tuple: `Noop | Comment` would build a union per test)
+_BLANK = (Noop, Comment)
+
 
 def units(s: Stmt) -> list[Stmt]:
     """The top-level statements in order: nested sequences flattened, except the blocks
@@ -53,7 +56,7 @@ def units(s: Stmt) -> list[Stmt]:
 def single(s: Stmt) -> Stmt:
     """A Seq of one statement (comments and no-ops aside) is that statement."""
     if isinstance(s, Seq):
-        subs = [x for x in s.stmts if not isinstance(x, Noop | Comment)]
+        subs = [x for x in s.stmts if not isinstance(x, _BLANK)]
         if len(subs) == 1:
             return single(subs[0])
     return s
@@ -107,7 +110,7 @@ def match_reduction(s: Stmt) -> ReductionNest | None:
     outer, body = peel(s)
     if not isinstance(body, Seq):
         return None
-    subs = [x for x in body.stmts if not isinstance(x, Noop | Comment)]
+    subs = [x for x in body.stmts if not isinstance(x, _BLANK)]
     if len(subs) != 3 or not isinstance(subs[0], DeclLocal) or not isinstance(subs[1], ForLoop):
         return None
     decl, store = subs[0], subs[2]

@@ -414,7 +414,7 @@ def _free(s: Stmt, bound: set[Symbol], out: set[Symbol]) -> None:
 
 def work(s: Stmt) -> int:
     """Innermost statement executions of a loop nest (a bound on its multiply-adds)."""
-    return sum(_trips(loops) for x, loops in scoped(s) if not isinstance(x, Seq | ForLoop))
+    return sum(_trips(loops) for x, loops in scoped(s) if not isinstance(x, (Seq, ForLoop)))
 
 
 def _trips(loops: Sequence[Loop]) -> int:
@@ -443,7 +443,7 @@ def reads(s: Stmt) -> frozenset[Buffer]:
 def writes(s: Stmt) -> frozenset[Buffer]:
     """The buffers `s` writes."""
     return frozenset([x.buffer for x in _stmt_list(s)
-                      if isinstance(x, SetCell | Fill | SetFromVec)])
+                      if isinstance(x, (SetCell, Fill, SetFromVec))])
 
 
 class Accesses:
