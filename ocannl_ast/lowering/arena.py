@@ -19,7 +19,7 @@ arenas instead of the shared buffers, and the sizes (`Shared`).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from ..records import record
 from .loop_ir import (
@@ -36,9 +36,9 @@ from .loop_ir import (
     Stmt,
     Symbol,
 )
-from .nests import body_units, flat_terms, noted
-from .schedule import injective, same_cell
-from .walk import Accesses, gets, map_stmt, own_exprs, scoped, stmt_nodes
+from .nests import body_units, buffer_accesses, flat_terms, noted
+from .schedule import cell_injective, same_cell
+from .walk import map_stmt, stmt_nodes
 
 #: buffers smaller than this many cells keep their own storage (scalars, tiny vectors)
 MIN_ELEMS = 64
@@ -71,10 +71,10 @@ def share_storage(prog: LoopProgram, keep: frozenset[int], padded: frozenset[int
     """
     min_elems = MIN_ELEMS if min_elems is None else min_elems
     notes, us = body_units(prog)
-    acc = Accesses()
+    touch = [buffer_accesses(u).keys() for u in us]  # the buffer ids each unit touches
     life: dict[int, list[int]] = {}  # buffer id -> [first unit, last unit]
-    for k, u in enumerate(us):
-        for b in acc.read_ids(u) | acc.write_ids(u):
+    for k, t in enumerate(touch):
+        for b in t:
             life.setdefault(b, [k, k])[1] = k
     vec_written = {x.buffer.id for u in us for x in stmt_nodes(u) if isinstance(x, SetFromVec)}
     cands = [b for b in prog.buffers if b.id in life and b.id not in keep
@@ -83,13 +83,13 @@ def share_storage(prog: LoopProgram, keep: frozenset[int], padded: frozenset[int
              and full_write(us[life[b.id][0]], b)]
     if not cands:
         return Shared(prog, frozenset(), 0, 0, 0)
-    place, sizes = _place(cands, life, us, acc)
+    place, sizes = _place(cands, life, touch)
     if not place:
         return Shared(prog, frozenset(), 0, 0, 0)
     starts = [sum(sizes[:k]) for k in range(len(sizes))]
     arenas = [Buffer(arena_id(at, n), f"arena{k}", (n,))
               for k, (at, n) in enumerate(zip(starts, sizes, strict=True))]
-    out = _rewrite(us, place, arenas, prog, acc)
+    out = _rewrite(us, place, arenas, prog, touch)
     shared = frozenset(place)
     by_id = {b.id: b for b in prog.buffers}
     sep = sum(math.prod(by_id[b].dims) for b in shared)
@@ -123,9 +123,8 @@ def full_write(u: Stmt, b: Buffer) -> bool:
     """Whether unit `u` writes every cell of `b` (once) before any read of it: the first
     statement touching `b` writes it without reading it, injectively over as many
     iterations as `b` has cells, and every other access is at the written cell."""
-    first: SetCell | Fill | None = None
-    for s, loops in scoped(u):
-        reads = [g for e in own_exprs(s) for g in gets(e) if g.buffer.id == b.id]
+    first: SetCell | None = None
+    for s, loops, reads, _ in buffer_accesses(u).get(b.id, ()):
         if first is None:
             if isinstance(s, Fill) and s.buffer.id == b.id:
                 return True
@@ -133,26 +132,26 @@ def full_write(u: Stmt, b: Buffer) -> bool:
                 return False
             if isinstance(s, SetCell) and s.buffer.id == b.id:
                 if math.prod(n for _, n in loops) != math.prod(b.dims) or \
-                        not injective(loops, b, s.index):
+                        not cell_injective(loops, s):
                     return False
                 first = s
             continue
-        assert isinstance(first, SetCell)
         if isinstance(s, Fill) and s.buffer.id == b.id:
             return False
-        written = [s] if isinstance(s, SetCell) and s.buffer.id == b.id else []
-        indices = [g.index for g in reads] + [x.index for x in written]
-        if not all(same_cell(b, first.index, ix) for ix in indices):
+        if isinstance(s, SetCell) and s.buffer.id == b.id and \
+                not same_cell(b, first.index, s.index):
+            return False
+        if not all(same_cell(b, first.index, ix) for ix in reads):
             return False
     return first is not None
 
 
-def _place(cands: Sequence[Buffer], life: dict[int, list[int]], us: Sequence[Stmt],
-           acc: Accesses) -> tuple[dict[int, tuple[int, int]], list[int]]:
+def _place(cands: Sequence[Buffer], life: dict[int, list[int]],
+           touch: Sequence[Collection[int]]) -> tuple[dict[int, tuple[int, int]], list[int]]:
     """buffer id -> (arena, offset) for each buffer placed, and each arena's cells."""
     co: dict[int, set[int]] = {b.id: set() for b in cands}
-    for u in us:
-        touched = [i for i in acc.read_ids(u) | acc.write_ids(u) if i in co]
+    for t in touch:
+        touched = [i for i in t if i in co]
         for i in touched:
             co[i].update(touched)
     placed: dict[int, tuple[int, int]] = {}
@@ -186,9 +185,9 @@ def _place(cands: Sequence[Buffer], life: dict[int, list[int]], us: Sequence[Stm
 
 
 def _rewrite(us: Sequence[Stmt], place: dict[int, tuple[int, int]], arenas: Sequence[Buffer],
-             prog: LoopProgram, acc: Accesses) -> list[Stmt]:
+             prog: LoopProgram, touch: Sequence[Collection[int]]) -> list[Stmt]:
     """The units with every access of a shared buffer moved to its arena."""
-    next_id = 1 + max([s.id for u in us for x, loops in scoped(u) for s, _ in loops]
+    next_id = 1 + max([x.symbol.id for u in us for x in stmt_nodes(u) if isinstance(x, ForLoop)]
                       + [s.id for s in prog.static_args] + [0])
 
     def flat(b: Buffer, index: tuple[IndexExpr, ...]) -> tuple[Buffer, tuple[IndexExpr, ...]]:
@@ -214,8 +213,8 @@ def _rewrite(us: Sequence[Stmt], place: dict[int, tuple[int, int]], arenas: Sequ
         return None
 
     return [map_stmt(u, expr=expr, stmt=stmt)
-            if not place.keys().isdisjoint(acc.read_ids(u) | acc.write_ids(u)) else u
-            for u in us]
+            if not place.keys().isdisjoint(t) else u
+            for u, t in zip(us, touch, strict=True)]
 
 
 def live_peak_cells(prog: LoopProgram, keep: frozenset[int]) -> int:
@@ -226,10 +225,9 @@ def live_peak_cells(prog: LoopProgram, keep: frozenset[int]) -> int:
     Example: ``live_peak_cells(prog, frozenset({w.id}))``.
     """
     _, us = body_units(prog)
-    acc = Accesses()
     life: dict[int, list[int]] = {}
     for k, u in enumerate(us):
-        for b in acc.read_ids(u) | acc.write_ids(u):
+        for b in buffer_accesses(u):
             life.setdefault(b, [k, k])[1] = k
     return _peak({b.id: math.prod(b.dims) for b in prog.buffers if b.id not in keep}, life,
                  len(us))

@@ -66,7 +66,7 @@ def _resolve(index: tuple[ProjIndex, ...], active: set[Symbol],
 
 def flat(index: tuple[ProjIndex, ...]) -> tuple[IndexExpr, ...]:
     """An index map without concatenated axes (projections without coupled factors)."""
-    out = tuple(ix for ix in index if isinstance(ix, IndexExpr))
+    out = tuple([ix for ix in index if isinstance(ix, IndexExpr)])
     if len(out) != len(index):
         raise ShapeError("internal: a concatenated axis outside a coupled factor")
     return out

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from ..records import record
 from .loop_ir import Const, Expr, Get, LoopProgram
 from .nests import body_units, noted
-from .walk import map_stmt, stmt_gets, writes
+from .walk import Accesses, map_stmt
 
 
 @record
@@ -29,15 +29,17 @@ def fold_constants(prog: LoopProgram, constants: Mapping[int, float]) -> Folded:
     Example: ``fold_constants(prog, {s.id: 2.0}).folded``.
     """
     notes, rest = body_units(prog)
-    written = {b.id for u in rest for b in writes(u)}
+    acc = Accesses()  # (the next passes ask the same of the units this one keeps)
+    written = {b for u in rest for b in acc.write_ids(u)}
     folds = {k: v for k, v in constants.items() if k not in written}
-    folded = frozenset(g.buffer.id for u in rest for g in stmt_gets(u) if g.buffer.id in folds)
+    folded = frozenset(b for u in rest for b in acc.read_ids(u) if b in folds)
 
     def value(e: Expr) -> Expr | None:
         return Const(folds[e.buffer.id]) if isinstance(e, Get) and e.buffer.id in folded \
             else None
 
-    if folded:
-        rest = [map_stmt(u, expr=value) for u in rest]
+    if folded:  # (a unit reading no folded constant is kept as it is)
+        rest = [u if folded.isdisjoint(acc.read_ids(u)) else map_stmt(u, expr=value)
+                for u in rest]
     more = [f"constant: {b.name} = {folds[b.id]:g}" for b in prog.buffers if b.id in folded]
     return Folded(noted(prog, notes, more, rest, folded), folded)

@@ -61,11 +61,12 @@ def _fuse_at(us: list[Stmt], pos: int, escaping: frozenset[int], fusion_limit: i
              acc: Accesses) -> tuple[list[Stmt], Buffer] | None:
     """The units with the reader of unit `pos`'s result fused into it, and that result."""
     red = match_reduction(us[pos])
-    if red is None or red.store.value != GetLocal(red.acc) or work(us[pos]) >= fusion_limit:
+    if red is None or red.store.buffer.id in escaping or red.store.value != GetLocal(red.acc) \
+            or work(us[pos]) >= fusion_limit:
         return None
     cw = cellwise(nest(red.outer, red.store))
     buf = red.store.buffer
-    if cw is None or buf.id in escaping or not _single_reader(us, pos, buf.id, acc):
+    if cw is None or not _single_reader(us, pos, buf.id, acc):
         return None
     k = next(j for j in range(pos + 1, len(us)) if buf.id in acc.read_ids(us[j]))
     reader = cellwise(us[k])

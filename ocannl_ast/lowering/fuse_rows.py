@@ -30,7 +30,7 @@ from .loop_ir import (
     ThreefryUniform,
 )
 from .nests import body_units, nest, noted, peel
-from .parallel import parallel_safe
+from .parallel import Safety, extend_safety, safety
 from .schedule import Scheduled, holds_contraction
 from .walk import Loop, map_stmt, subst_expr, subst_index
 
@@ -48,17 +48,18 @@ def fuse_rows(prog: LoopProgram, max_group: int = MAX_GROUP) -> Scheduled:
     group = 0
     changed = 0
     last_fusable = False  # whether out[-1] is `_fusable`
+    last_safety: Safety | None = None  # out[-1]'s, when it is a merged nest
     for u in rest:
         fusable = _fusable(u)
-        merged = _merge(out[-1], u) if out and group < max_group and fusable \
+        merged = _merge(out[-1], u, last_safety) if out and group < max_group and fusable \
             and last_fusable else None
         if merged is None:
             out.append(u)
-            group, last_fusable = 1, fusable
+            group, last_fusable, last_safety = 1, fusable, None
             continue
         # two fusable nests merged stay fusable (a loop; under the common loops no statement
         # becomes a sum of products: each keeps its own loops), so it is not checked again
-        out[-1] = merged
+        out[-1], last_safety = merged
         group += 1
         changed += 1
     plural = "s" if changed != 1 else ""
@@ -71,9 +72,10 @@ def _fusable(u: Stmt) -> bool:
     return isinstance(u, ForLoop) and not holds_contraction(u)
 
 
-def _merge(a: Stmt, b: Stmt) -> Stmt | None:
+def _merge(a: Stmt, b: Stmt, known: Safety | None) -> tuple[Stmt, Safety] | None:
     """`a` and `b` under their common outer loops (`b`'s renamed), if that is legal and
-    leaves something inside them (equal perfect nests are `fuse_nests`' to merge)."""
+    leaves something inside them (equal perfect nests are `fuse_nests`' to merge); and the
+    merged nest's `parallel.Safety` (`known`: `a`'s, when `a` is a merged nest)."""
     la, body_a = peel(a)
     lb, body_b = peel(b)
     common: list[tuple[Loop, Loop]] = []
@@ -94,13 +96,24 @@ def _merge(a: Stmt, b: Stmt) -> Stmt | None:
         return None
     parts_a = inner_a.stmts if isinstance(inner_a, Seq) and not _declares(inner_a) \
         else (inner_a,)
-    merged = nest([x for x, _ in common], Seq((*parts_a, renamed)))
-    return merged if isinstance(merged, ForLoop) and parallel_safe(merged) else None
+    outer = tuple(x for x, _ in common)
+    merged = nest(outer, Seq((*parts_a, renamed)))
+    if not isinstance(merged, ForLoop):
+        return None
+    # `a`'s statements keep their loops in the merged nest: only `b`'s part is new to it
+    ok = safety(merged) if known is None else extend_safety(known, renamed, outer)
+    return None if ok is None else (merged, ok)
 
 
 def _rename_leaf(e: Expr, sub: dict[Symbol, IndexExpr]) -> Expr | None:
     """A leaf reading symbols, renamed (the rest is rebuilt around it by `map_expr`)."""
-    return subst_expr(e, sub) if isinstance(e, Get | SymbolValue | ThreefryUniform) else None
+    if isinstance(e, Get):  # (the common leaf, renamed here directly)
+        new = tuple([subst_index(ix, sub) for ix in e.index])
+        for a, z in zip(e.index, new, strict=True):
+            if a is not z:
+                return Get(e.buffer, new)
+        return None
+    return subst_expr(e, sub) if isinstance(e, SymbolValue | ThreefryUniform) else None
 
 
 def _declares(s: Seq) -> bool:

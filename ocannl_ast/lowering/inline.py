@@ -31,17 +31,15 @@ from .loop_ir import (
     Unary,
     UnOp,
 )
-from .nests import body_units, cellwise, noted
+from .nests import body_units, buffer_accesses, cellwise, noted
 from .walk import (
     Accesses,
     expr_nodes,
     gets,
     map_stmt,
     own_exprs,
-    stmt_gets,
     stmt_nodes,
     subst_expr,
-    visits,
 )
 
 #: reads per cell up to which a pointwise node is recomputed at each reader (OCANNL's
@@ -95,7 +93,11 @@ def inline(prog: LoopProgram, escaping: frozenset[int], max_visits: int = MAX_VI
         readers = sorted(ix.readers[prod.buf.id])
         n = sum(_count_gets(_some(slots[k]), prod.buf) for k in readers)
         for k in readers:
-            ix.replace(slots, k, _inline(_some(slots[k]), prod))
+            u = _some(slots[k])
+            pre = ix.inlined  # the last reader already inlined by `_eligible`
+            ix.replace(slots, k, pre[2] if pre is not None and pre[0] is u and pre[1] is prod
+                       else _inline(u, prod))
+        ix.inlined = None
         ix.replace(slots, pos, None)
         virtual.add(prod.buf.id)
         more.append(f"virtual: {prod.buf.name} (inlined into {n} read{'s' if n != 1 else ''})")
@@ -112,6 +114,9 @@ class _Index:
                  escaping: frozenset[int] = frozenset()) -> None:
         self.acc = acc
         self.escaping = escaping
+        #: the last reader, the producer, and that reader with the producer inlined, as
+        #: `_eligible` computed it (the inlining that follows reuses it)
+        self.inlined: tuple[Stmt, _Producer, Stmt] | None = None
         self.readers: dict[int, set[int]] = {}
         self.writers: dict[int, set[int]] = {}
         for k, u in enumerate(slots):
@@ -174,7 +179,7 @@ def _eligible(slots: list[Stmt | None], ix: _Index, pos: int, prod: _Producer,
         return False  # read as uint4x32 words
     if _is_word(prod.expr) and any(_key_read(u, bid) for u in units):
         return False  # stored, the word is a number (its word 0); inlined, read whole
-    n = sum(visits(u, bid) for u in units)
+    n = sum(_visits(u, bid) for u in units)
     copy = isinstance(prod.expr, Get | Const)  # a plain read costs nothing to repeat
     cells = max(1, math.prod(prod.buf.dims))
     inputs = {g.buffer.id for g in gets(prod.expr)}
@@ -185,7 +190,10 @@ def _eligible(slots: list[Stmt | None], ix: _Index, pos: int, prod: _Producer,
     if any(pos < w < readers[-1] for i in inputs for w in ix.writers.get(i, ())):
         return False
     last = units[-1]
-    return inputs.isdisjoint(ix.acc.write_ids(last)) or _in_place(_inline(last, prod))
+    if inputs.isdisjoint(ix.acc.write_ids(last)):
+        return True
+    ix.inlined = (last, prod, _inline(last, prod))  # (kept for the inlining itself)
+    return _in_place(ix.inlined[2])
 
 
 def cheap(e: Expr) -> bool:
@@ -213,11 +221,18 @@ def _in_place(u: Stmt) -> bool:
     return all(g.index == cell.index for g in gets(cell.value) if g.buffer.id == cell.buffer.id)
 
 
+def _visits(u: Stmt, bid: int) -> int:
+    """`walk.visits(u, bid)`: the cell reads of buffer `bid` unit `u` performs (a read under
+    a loop counting once per iteration), from the unit's access table."""
+    return sum(math.prod(n for _, n in loops) * len(reads)
+               for _, loops, reads, _ in buffer_accesses(u).get(bid, ()))
+
+
 def _word_read(u: Stmt, bid: int) -> bool:
     """Whether the unit reads buffer `bid` where a uint4x32 word is expected."""
-    return any(g.buffer.id == bid for x in stmt_nodes(u)
-               if isinstance(x, SetFromVec) or (isinstance(x, SetCell) and x.buffer.uint4x32)
-               for e in own_exprs(x) for g in gets(e))
+    return any(reads and (isinstance(x, SetFromVec)
+                          or (isinstance(x, SetCell) and x.buffer.uint4x32))
+               for x, _, reads, _ in buffer_accesses(u).get(bid, ()))
 
 
 def _is_word(e: Expr) -> bool:
@@ -234,7 +249,7 @@ def _key_read(u: Stmt, bid: int) -> bool:
 
 
 def _count_gets(s: Stmt, buf: Buffer) -> int:
-    return sum(1 for g in stmt_gets(s) if g.buffer.id == buf.id)
+    return sum(len(reads) for _, _, reads, _ in buffer_accesses(s).get(buf.id, ()))
 
 
 def _inline(u: Stmt, prod: _Producer) -> Stmt:

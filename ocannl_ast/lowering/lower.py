@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterator
 from typing import assert_never
 
 from .. import vocabulary
@@ -67,8 +66,7 @@ from .loop_ir import (
 from .loop_ir import Noop as LNoop
 from .loop_ir import Seq as LSeq
 from .nests import nest
-from .views import resolve_views
-from .walk import map_stmt
+from .views import Checks, guarded, resolve_part
 
 NEUTRAL: dict[BinOp, float] = vocabulary.NEUTRAL
 #: accumulators for which accum(neutral, x) == x, so an injective write can be plain
@@ -79,9 +77,8 @@ def lower(code: Asgn, name: str, *, static_args: tuple[Symbol, ...] = (),
     """Lower assignments into one routine. Example: ``lower(seq(...), "step")``."""
     buffers = _Buffers()
     body = _lower(code, buffers)
-    if buffers.views:  # (else a walk of the whole program that changes nothing)
-        body = resolve_views(body)
-    body = _number_locals(body, itertools.count(1))
+    if buffers.views:  # (the parts using a view are resolved as they are lowered)
+        body = guarded(body, buffers.checks)
     return LoopProgram(name, tuple(buffers.values()), static_args, body, precision)
 
 
@@ -91,7 +88,14 @@ class _Buffers(dict[int, Buffer]):
     def __init__(self) -> None:
         super().__init__()
         self.names: set[str] = set()
+        #: per name stem, the suffix from which a free name is sought next (names are only
+        #: added, so every smaller suffix stays taken: the search is not quadratic)
+        self.next_suffix: dict[str, int] = {}
         self.views = False  #: whether a viewing buffer was used
+        self.checks: Checks = {}  #: the views' index checks (`views.resolve_part`)
+        #: numbers the local reduction accumulators (acc1, acc2, ...) in program order: the
+        #: units are lowered left to right, and blocks declaring a local do not nest
+        self.locals = itertools.count(1)
 
 
 def _use(buf: Buffer, buffers: _Buffers) -> Buffer:
@@ -105,9 +109,13 @@ def _use(buf: Buffer, buffers: _Buffers) -> Buffer:
                       View(parent, v.lead, v.shift, v.checks), buf.precision)
     known = buffers.get(buf.id)
     if known is None:
-        name, k = buf.name, 1
-        while name in buffers.names:
-            name, k = f"{buf.name}_{k}", k + 1
+        name, k = buf.name, buffers.next_suffix.get(buf.name, 1)
+        if name in buffers.names:
+            name = f"{buf.name}_{k}"
+            while name in buffers.names:
+                k += 1
+                name = f"{buf.name}_{k}"
+            buffers.next_suffix[buf.name] = k + 1
         buffers.names.add(name)
         known = buffers[buf.id] = Buffer(buf.id, name, buf.dims, buf.uint4x32,
                                          precision=buf.precision)
@@ -117,11 +125,26 @@ def _use(buf: Buffer, buffers: _Buffers) -> Buffer:
 
 
 def _lower(code: Asgn, buffers: _Buffers) -> Stmt:
+    """`code` lowered, each part using a viewing buffer with its views resolved (no walk
+    of the parts without one)."""
+    match code:
+        case Seq(items=items):
+            return LSeq(tuple(_lower(x, buffers) for x in items))
+        case _:
+            views, buffers.views = buffers.views, False
+            out = _lower_part(code, buffers)
+            if buffers.views:
+                out = resolve_part(out, buffers.checks)
+            buffers.views |= views
+            return out
+
+
+def _lower_part(code: Asgn, buffers: _Buffers) -> Stmt:
     match code:
         case Noop():
             return LNoop()
-        case Seq(items=items):
-            return LSeq(tuple(_lower(x, buffers) for x in items))
+        case Seq():
+            return _lower(code, buffers)
         case Accum() if code.projections.factors:
             return coupled.lower_accum(code, _use(code.lhs, buffers),
                                        [_use(x, buffers) for x in code.rhs],
@@ -226,10 +249,14 @@ def _lower_accum_body(a: Accum, buffers: _Buffers) -> Stmt:
     args: list[Expr] = [Get(_use(x, buffers), coupled.flat(p.rhs[k]))
                         for k, x in enumerate(a.rhs)]
     val = rhs_expr(a.expr, args)
-    reds = set(p.reduction_iterators())
-    outer = [(s, n) for s, n in p.product if s not in reds]
-    inner = [(s, n) for s, n in p.product if s in reds]
-    injective, surjective = p.lhs_injective(), p.lhs_surjective()
+    # the reduction iterators (`p.reduction_iterators()`) are those the LHS map omits
+    used = {s for ix in p.lhs if isinstance(ix, IndexExpr) for _, s in ix.terms}
+    outer = [(s, n) for s, n in p.product if s in used]
+    inner = [(s, n) for s, n in p.product if s not in used]
+    # `p.lhs_injective()`: every LHS axis one iterator at most, and none of them reduced
+    injective = not inner and all(isinstance(ix, IndexExpr) and len(ix.terms) <= 1
+                                  for ix in p.lhs)
+    surjective = p.lhs_surjective()
     stmts: list[Stmt] = []
     if a.accum == BinOp.ARG2:
         body: Stmt = nest(outer + inner, SetCell(lhs, lhs_ix, val))
@@ -247,7 +274,8 @@ def _lower_accum_body(a: Accum, buffers: _Buffers) -> Stmt:
     if plain:
         stmts.append(nest(outer, SetCell(lhs, lhs_ix, val)))
     elif local:
-        stmts.append(nest(outer, _local_reduction(a, lhs, lhs_ix, val, inner)))
+        acc = f"acc{next(buffers.locals)}"
+        stmts.append(nest(outer, _local_reduction(a, lhs, lhs_ix, val, inner, acc)))
     else:
         stmts.append(nest(outer + inner, SetCell(lhs, lhs_ix,
                                                    Binary(a.accum, Get(lhs, lhs_ix), val))))
@@ -267,9 +295,8 @@ def _outer_injective(index: tuple[IndexExpr, ...], outer: set[Symbol]) -> bool:
 
 
 def _local_reduction(a: Accum, lhs: Buffer, index: tuple[IndexExpr, ...], val: Expr,
-                     inner: list[tuple[Symbol, int]]) -> Stmt:
-    """Accumulate the reduction axes in a scalar local, then write the cell once."""
-    acc = "acc"  # numbered per program by _number_locals
+                     inner: list[tuple[Symbol, int]], acc: str) -> Stmt:
+    """Accumulate the reduction axes in the scalar local `acc`, then write the cell once."""
     if a.initialize_neutral:
         init: Expr = Const(NEUTRAL[a.accum])
     else:
@@ -343,26 +370,3 @@ def _unrolled_values(buf: Buffer, values: tuple[float, ...],
             rest //= d
         stmts.append(SetCell(buf, tuple(reversed(index)), Const(v)))
     return stmts[0] if len(stmts) == 1 else LSeq(tuple(stmts))
-
-
-def _number_locals(s: Stmt, ids: Iterator[int]) -> Stmt:
-    """Give each local reduction accumulator a distinct name, in program order (blocks
-    declaring a local do not nest)."""
-    def block(x: Stmt) -> Stmt | None:
-        if not (isinstance(x, LSeq) and x.stmts and isinstance(x.stmts[0], DeclLocal)):
-            return None
-        old, new = x.stmts[0].name, f"acc{next(ids)}"
-
-        def read(e: Expr) -> Expr | None:
-            return GetLocal(new) if isinstance(e, GetLocal) and e.name == old else None
-
-        def write(y: Stmt) -> Stmt | None:
-            match y:
-                case DeclLocal(name=n, init=e) if n == old:
-                    return DeclLocal(new, e)
-                case SetLocal(name=n, value=e) if n == old:
-                    return SetLocal(new, e)
-                case _:
-                    return None
-        return map_stmt(x, expr=read, stmt=write)
-    return map_stmt(s, stmt=block)

@@ -10,40 +10,53 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import assert_never
 
 from ..records import record
 from .loop_ir import (
+    CheckIndex,
     Comment,
     DeclLocal,
     Expr,
+    Fill,
     ForLoop,
     IndexExpr,
     LoopProgram,
     Noop,
     Seq,
     SetCell,
+    SetFromVec,
     SetLocal,
     Stmt,
     Symbol,
 )
 from .unit_memo import memoized
-from .walk import Loop
+from .walk import Loop, gets
 
 # ---- units and loop nests ------------------------------------------------------------
+
+#: statements that do nothing (a tuple: `Noop | Comment` would build a union per test)
+_BLANK = (Noop, Comment)
 
 
 def units(s: Stmt) -> list[Stmt]:
     """The top-level statements in order: nested sequences flattened, except the blocks
     that declare a local (they scope it)."""
-    if isinstance(s, Seq) and not any(isinstance(x, DeclLocal) for x in s.stmts):
-        return [u for x in s.stmts for u in units(x)]
-    return [s]
+    if not isinstance(s, Seq) or DeclLocal in map(type, s.stmts):  # (C-level scan)
+        return [s]
+    out: list[Stmt] = []
+    for x in s.stmts:  # (a statement other than a block is its own unit: no call for it)
+        if isinstance(x, Seq):
+            out += units(x)
+        else:
+            out.append(x)
+    return out
 
 
 def single(s: Stmt) -> Stmt:
     """A Seq of one statement (comments and no-ops aside) is that statement."""
     if isinstance(s, Seq):
-        subs = [x for x in s.stmts if not isinstance(x, Noop | Comment)]
+        subs = [x for x in s.stmts if not isinstance(x, _BLANK)]
         if len(subs) == 1:
             return single(subs[0])
     return s
@@ -97,7 +110,7 @@ def match_reduction(s: Stmt) -> ReductionNest | None:
     outer, body = peel(s)
     if not isinstance(body, Seq):
         return None
-    subs = [x for x in body.stmts if not isinstance(x, Noop | Comment)]
+    subs = [x for x in body.stmts if not isinstance(x, _BLANK)]
     if len(subs) != 3 or not isinstance(subs[0], DeclLocal) or not isinstance(subs[1], ForLoop):
         return None
     decl, store = subs[0], subs[2]
@@ -116,21 +129,23 @@ def cellwise(s: Stmt) -> tuple[SetCell, tuple[Symbol | None, ...]] | None:
     """`s` as ``for loops: buf[loop symbols] = value``, writing each cell of `buf` exactly
     once (each loop indexes one axis, in full), and the loop symbol of each axis (None: an
     axis of size 1)."""
-    loops, cell = peel(s)
+    loops, cell = _peeled(s)  # (read only: no copy)
     if not isinstance(cell, SetCell) or cell.buffer.uint4x32 or \
             len(cell.index) != len(cell.buffer.dims):
         return None
     extents = dict(loops)
     axes: list[Symbol | None] = []
     for ix, d in zip(cell.index, cell.buffer.dims, strict=True):
-        if ix.terms == () and ix.offset == 0 and d == 1:
+        terms = ix.terms
+        if ix.offset != 0:
+            return None
+        if not terms and d == 1:
             axes.append(None)
-        elif (len(ix.terms) == 1 and ix.offset == 0 and ix.terms[0][0] == 1
-              and extents.get(ix.terms[0][1]) == d):
-            axes.append(ix.terms[0][1])
+        elif len(terms) == 1 and terms[0][0] == 1 and extents.get(terms[0][1]) == d:
+            axes.append(terms[0][1])
         else:
             return None
-    if sorted(a.id for a in axes if a) != sorted(sym.id for sym in extents):
+    if sorted([a.id for a in axes if a]) != sorted([sym.id for sym in extents]):
         return None  # a loop not indexing the buffer writes cells repeatedly
     return cell, tuple(axes)
 
@@ -146,6 +161,52 @@ def flat_terms(dims: Sequence[int], index: Sequence[IndexExpr]) -> tuple[dict[Sy
             terms[sym] = terms.get(sym, 0) + coeff * stride
         offset += e.offset * stride
     return terms, offset
+
+
+# ---- accesses per buffer -------------------------------------------------------------
+
+#: one statement's accesses of one buffer (`buffer_accesses`): the statement, the loops
+#: around it (outermost first), the indices at which it reads the buffer, and its path from
+#: the unit (per level, the position in a `Seq`, or -1 for a `ForLoop`'s body)
+Access = tuple[Stmt, tuple[Loop, ...], tuple[tuple[IndexExpr, ...], ...], tuple[int, ...]]
+
+
+@memoized
+def buffer_accesses(u: Stmt) -> dict[int, tuple[Access, ...]]:
+    """Per buffer id that unit `u` reads or writes, the statements touching it in program
+    order (one walk of the unit answers every buffer's questions: `full_write`, and
+    `scalarize`'s)."""
+    out: dict[int, list[Access]] = {}
+    stack: list[tuple[Stmt, tuple[Loop, ...], tuple[int, ...]]] = [(u, (), ())]
+    while stack:
+        x, loops, path = stack.pop()
+        match x:
+            case Seq(stmts=stmts):
+                stack += [(stmts[i], loops, (*path, i)) for i in range(len(stmts) - 1, -1, -1)]
+                continue
+            case ForLoop(symbol=sym, extent=n, body=body):
+                stack.append((body, (*loops, (sym, n)), (*path, -1)))
+                continue
+            case SetCell(buffer=b, value=v) | SetFromVec(buffer=b, value=v):
+                written: int | None = b.id
+            case DeclLocal(init=v) | SetLocal(value=v):
+                written = None
+            case Fill(buffer=b):
+                out.setdefault(b.id, []).append((x, loops, (), path))
+                continue
+            case Noop() | Comment() | CheckIndex():
+                continue
+            case _:
+                assert_never(x)
+        read: dict[int, list[tuple[IndexExpr, ...]]] = {}
+        for g in gets(v):
+            read.setdefault(g.buffer.id, []).append(g.index)
+        if written is not None and written not in read:
+            read[written] = []
+        for bid, ixs in read.items():
+            out.setdefault(bid, []).append((x, loops, tuple(ixs), path))
+    return {bid: tuple(acs) for bid, acs in out.items()}
+
 
 
 # ---- a pass's decisions, as leading comments ----------------------------------------

@@ -21,12 +21,14 @@ from __future__ import annotations
 from typing import assert_never
 
 from .. import config
+from ..records import record
 from .loop_ir import (
     CheckIndex,
     Comment,
     DeclLocal,
     Fill,
     ForLoop,
+    Get,
     IndexExpr,
     LoopProgram,
     Noop,
@@ -37,8 +39,8 @@ from .loop_ir import (
     Stmt,
 )
 from .nests import body_units, noted
-from .schedule import Scheduled, injective, same_cell
-from .walk import gets, own_exprs, scoped, work
+from .schedule import Scheduled, cell_injective, same_cell
+from .walk import Loop, gets, scoped, work
 
 #: innermost executions a nest needs to be run on threads: with the C backend's one parallel
 #: region per step (`backends.c_region`) a parallel loop costs one barrier (about a
@@ -81,27 +83,52 @@ def mark_parallel(prog: LoopProgram, threads: int, min_work: int | None = None) 
 
 def parallel_safe(loop: ForLoop) -> bool:
     """Whether the iterations of `loop` touch disjoint cells (see the module docstring)."""
-    writes: dict[int, tuple[IndexExpr, ...]] = {}
-    for s, loops in scoped(loop):
+    return safety(loop) is not None
+
+
+@record
+class Safety:
+    """What makes a nest `parallel_safe`: the index at which it writes each buffer (its
+    first write's) and every read it performs."""
+
+    writes: dict[int, tuple[IndexExpr, ...]]
+    reads: list[Get]
+
+
+def safety(loop: ForLoop) -> Safety | None:
+    """The writes and reads of `loop` when it is `parallel_safe`, else None."""
+    return extend_safety(Safety({}, []), loop, ())
+
+
+def extend_safety(known: Safety, part: Stmt, outer: tuple[Loop, ...]) -> Safety | None:
+    """The `Safety` of a nest made of a safe nest's statements (`known`), then `part` under
+    that nest's loops `outer` (all of them ordinary loops), when it is safe, else None:
+    `safety` of the whole, without walking the safe nest again (row fusion grows one nest
+    a part at a time). Example: ``extend_safety(safety(a), b_body, ((i, 4),))``."""
+    writes = dict(known.writes)
+    reads: list[Get] = []
+    for s, loops in scoped(part):  # (one walk: the writes, and the reads to check after)
         match s:
-            case SetCell(buffer=buf, index=index):
-                if buf.uint4x32 or not injective((*loops,), buf, index):
-                    return False
+            case SetCell(buffer=buf, index=index, value=v):
+                if buf.uint4x32 or not cell_injective((*outer, *loops), s):
+                    return None
                 first = writes.setdefault(buf.id, index)
                 if not same_cell(buf, first, index):
-                    return False
+                    return None
+                reads += gets(v)
+            case DeclLocal(init=v) | SetLocal(value=v):
+                reads += gets(v)
             case Fill() | SetFromVec() | CheckIndex():
-                return False
+                return None
             case ForLoop(threads=th) if th > 1:
-                return False
-            case ForLoop() | Seq() | Noop() | Comment() | DeclLocal() | SetLocal():
+                return None
+            case ForLoop() | Seq() | Noop() | Comment():
                 pass
             case _:
                 assert_never(s)
-    for s, _ in scoped(loop):
-        for e in own_exprs(s):
-            for g in gets(e):
-                if g.buffer.id in writes and not same_cell(g.buffer, writes[g.buffer.id],
-                                                           g.index):
-                    return False
-    return True
+    fresh = writes.keys() - known.writes.keys()  # the known reads met only the known writes
+    for g in (*[g for g in known.reads if g.buffer.id in fresh], *reads):
+        at = writes.get(g.buffer.id)
+        if at is not None and not same_cell(g.buffer, at, g.index):
+            return None
+    return Safety(writes, known.reads + reads)

@@ -20,24 +20,30 @@ those buffers, and their ids (`Scalarized`).
 
 from __future__ import annotations
 
+from typing import assert_never
+
 from ..records import record
 from .arena import full_write
 from .loop_ir import (
     Buffer,
+    CheckIndex,
+    Comment,
     DeclLocal,
     Expr,
+    Fill,
     ForLoop,
     Get,
     GetLocal,
     LoopProgram,
+    Noop,
     Seq,
     SetCell,
     SetFromVec,
     SetLocal,
     Stmt,
 )
-from .nests import body_units, noted
-from .walk import Accesses, gets, map_stmt, scoped, stmt_nodes
+from .nests import Access, body_units, buffer_accesses, noted
+from .walk import map_expr, map_stmt, stmt_nodes
 
 
 @record
@@ -56,32 +62,35 @@ def scalarize(prog: LoopProgram, keep: frozenset[int], padded: frozenset[int]) -
     if prog.precision.is_half:  # a 16-bit cell rounds what it stores, a local would not
         return Scalarized(prog, frozenset())
     notes, us = body_units(prog)
-    acc = Accesses()
-    units_of: dict[int, set[int]] = {}
-    for k, u in enumerate(us):
-        for bid in acc.read_ids(u) | acc.write_ids(u):
-            units_of.setdefault(bid, set()).add(k)
+    table = [buffer_accesses(u) for u in us]
+    units_of: dict[int, list[int]] = {}
+    for k, t in enumerate(table):
+        for bid in t:
+            units_of.setdefault(bid, []).append(k)
     vec = {x.buffer.id for u in us for x in stmt_nodes(u) if isinstance(x, SetFromVec)}
     taken = {x.name for u in us for x in stmt_nodes(u) if isinstance(x, DeclLocal)}
-    out = list(us)
+    # Whether one buffer becomes a local does not change the answer for another (their
+    # accesses stay where they are), so each unit is decided first, then rebuilt once.
+    local: dict[int, dict[int, str]] = {}  # unit -> buffer id -> the local's name
     done: set[int] = set()
     for b in prog.buffers:
-        ks = units_of.get(b.id, set())
-        if len(ks) != 1 or b.id in keep or b.id in padded or b.id in vec or b.uint4x32:
+        ks = units_of.get(b.id)
+        if ks is None or len(ks) != 1 or b.id in keep or b.id in padded or b.id in vec \
+                or b.uint4x32:
             continue
-        k = next(iter(ks))
-        if b.id not in acc.read_ids(out[k]):
+        k = ks[0]
+        acs = table[k][b.id]
+        if not any(reads for _, _, reads, _ in acs):
             continue  # a result: the caller may read it
-        if not _first_is_set(out[k], b, acc) or not full_write(out[k], b):
+        if not _localizable(acs, b) or not full_write(us[k], b):
             continue
         name = _fresh(f"v_{b.name}", taken)
-        new = _localize(out[k], b, name, acc)
-        if new is not None:
-            out[k] = new
-            taken.add(name)
-            done.add(b.id)
+        local.setdefault(k, {})[b.id] = name
+        taken.add(name)
+        done.add(b.id)
     if not done:
         return Scalarized(prog, frozenset())
+    out = [_localized(u, local[k], set()) if k in local else u for k, u in enumerate(us)]
     note = f"scalarized: {len(done)} buffers live within one loop body became locals"
     return Scalarized(noted(prog, notes, [note], out, frozenset(done)), frozenset(done))
 
@@ -93,53 +102,43 @@ def _fresh(name: str, taken: set[str]) -> str:
     return out
 
 
-def _touches(s: Stmt, b: Buffer, acc: Accesses) -> bool:
-    return b.id in acc.read_ids(s) or b.id in acc.write_ids(s)
+def _localizable(acs: tuple[Access, ...], b: Buffer) -> bool:
+    """Whether `b` (its accesses in one unit, in order) can be a local declared at its first
+    access: a `SetCell` of it (not a fill) not reading it, directly in a block (`Seq`), and
+    every other access in that block after it (nested deeper or not)."""
+    first, _, reads, path = acs[0]
+    if not isinstance(first, SetCell) or first.buffer.id != b.id or reads:
+        return False
+    if not path or path[-1] < 0:
+        return False  # not in a block: the unit itself, or a loop's whole body
+    block = path[:-1]
+    return all(p[:len(block)] == block for _, _, _, p in acs)
 
 
-def _first_is_set(u: Stmt, b: Buffer, acc: Accesses) -> bool:
-    """Whether the first statement of `u` touching `b` is a `SetCell` of it (not a fill)."""
-    for x, _ in scoped(u):
-        if isinstance(x, SetCell) and x.buffer.id == b.id:
-            return True
-        if not isinstance(x, Seq | ForLoop) and _touches(x, b, acc):
-            return False
-    return False
+def _localized(s: Stmt, names: dict[int, str], declared: set[int]) -> Stmt:
+    """`s` with each buffer of `names` on its local: the first write (in program order)
+    declares it, the later ones set it, the reads read it (`declared`: those already
+    declared, updated)."""
+    def expr(e: Expr) -> Expr | None:
+        if isinstance(e, Get) and e.buffer.id in names:
+            return GetLocal(names[e.buffer.id])
+        return None
 
-
-def _localize(s: Stmt, b: Buffer, name: str, acc: Accesses) -> Stmt | None:
-    """`s` with `b` a local declared at its first write, or None when an access of `b`
-    lies outside the block of that write (after it, nested or not)."""
     match s:
         case Seq(stmts=stmts):
-            at = [i for i, x in enumerate(stmts) if _touches(x, b, acc)]
-            if not at:
-                return None
-            i, first = at[0], stmts[at[0]]
-            if isinstance(first, SetCell) and first.buffer.id == b.id:
-                if any(g.buffer.id == b.id for g in gets(first.value)):
-                    return None
-                rest = tuple(_replace(x, b, name) for x in stmts[i + 1:])
-                return Seq((*stmts[:i], DeclLocal(name, first.value), *rest))
-            if len(at) > 1:
-                return None
-            inner = _localize(first, b, name, acc)
-            return None if inner is None else Seq((*stmts[:i], inner, *stmts[i + 1:]))
+            new = [_localized(x, names, declared) for x in stmts]
+            return s if all(a is b for a, b in zip(stmts, new, strict=True)) else Seq(tuple(new))
         case ForLoop(symbol=sym, extent=n, body=body, threads=th):
-            inner = _localize(body, b, name, acc)
-            return None if inner is None else ForLoop(sym, n, inner, th)
+            inner = _localized(body, names, declared)
+            return s if inner is body else ForLoop(sym, n, inner, th)
+        case SetCell(buffer=b, value=v) if b.id in names:
+            v2 = map_expr(v, expr)
+            if b.id in declared:
+                return SetLocal(names[b.id], v2)
+            declared.add(b.id)
+            return DeclLocal(names[b.id], v2)
+        case (Noop() | Comment() | SetCell() | DeclLocal() | SetLocal() | Fill() | CheckIndex()
+              | SetFromVec()):
+            return map_stmt(s, expr=expr)
         case _:
-            return None
-
-
-def _replace(s: Stmt, b: Buffer, name: str) -> Stmt:
-    """`s` with reads and writes of `b` (all at the local's cell) on the local."""
-
-    def expr(e: Expr) -> Expr | None:
-        return GetLocal(name) if isinstance(e, Get) and e.buffer.id == b.id else None
-
-    def stmt(x: Stmt) -> Stmt | None:
-        return SetLocal(name, x.value) if isinstance(x, SetCell) and x.buffer.id == b.id \
-            else None
-
-    return map_stmt(s, expr=expr, stmt=stmt)
+            assert_never(s)

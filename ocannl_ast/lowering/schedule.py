@@ -20,6 +20,7 @@ import math
 from collections.abc import Sequence
 
 from ..records import record
+from . import unit_memo
 from .loop_ir import (
     MAX_UNROLL,
     Binary,
@@ -40,13 +41,13 @@ from .loop_ir import (
     SymbolValue,
 )
 from .nests import ReductionNest, body_units, flat_terms, match_reduction, nest, noted, peel
-from .unit_memo import memoized
 from .walk import (
     Loop,
     expr_nodes,
     gets,
     map_expr,
     scoped,
+    stmt_nodes,
     subst_expr,
     subst_index,
 )
@@ -125,10 +126,11 @@ def sum_of_products(red: ReductionNest) -> bool:
 def accumulates_product(c: SetCell) -> bool:
     """``c[i] = c[i] + x * y`` (either side): the other shape the contraction kernels take."""
     v = c.value
+    if not isinstance(v, Binary) or v.op is not BinOp.ADD:
+        return False  # (the common case: no read of the cell is built to compare)
     own = Get(c.buffer, c.index)
-    return isinstance(v, Binary) and v.op is BinOp.ADD and any(
-        a == own and isinstance(b, Binary) and b.op is BinOp.MUL
-        for a, b in ((v.lhs, v.rhs), (v.rhs, v.lhs)))
+    return any(a == own and isinstance(b, Binary) and b.op is BinOp.MUL
+               for a, b in ((v.lhs, v.rhs), (v.rhs, v.lhs)))
 
 
 def summed_product(c: SetCell, loops: Sequence[Loop]) -> bool:
@@ -141,12 +143,22 @@ def summed_product(c: SetCell, loops: Sequence[Loop]) -> bool:
     return any(used.get(sym, 0) == 0 for sym, n in loops if n > 1)
 
 
-@memoized
 def holds_contraction(u: Stmt) -> bool:
     """Whether a contraction kernel could take some loop of `u` (a sum of products into a
-    local, or a summed accumulating product): a pass that hides or wraps it must leave it."""
+    local, or a summed accumulating product): a pass that hides or wraps it must leave it.
+    (Not memoized: row fusion asks it once of each unit.)"""
+    # a reduction nest declares its local, a summed product accumulates: without either,
+    # no loop is asked (the common case: one walk over the statements, none over scopes)
+    locals_ = adds = False
+    for x in stmt_nodes(u):
+        if isinstance(x, DeclLocal):
+            locals_ = True
+        elif isinstance(x, SetCell) and accumulates_product(x):
+            adds = True
+    if not (locals_ or adds):
+        return False
     for x, loops in scoped(u):
-        if isinstance(x, ForLoop):
+        if locals_ and isinstance(x, ForLoop):
             red = match_reduction(x)
             if red is not None and sum_of_products(red):
                 return True
@@ -191,12 +203,10 @@ def _interchanged(u: Stmt) -> Stmt | None:
     loops, body = peel(u)
     if len(loops) < 2 or not isinstance(body, SetCell) or body.buffer.uint4x32:
         return None
-    if not independent(loops, [body]):
-        return None
     strides, _ = flat_terms(body.buffer.dims, body.index)
     order = sorted(loops, key=lambda lp: -abs(strides.get(lp[0], 0)))
-    if order == loops:
-        return None
+    if order == loops or not independent(loops, [body]):
+        return None  # (the order first: most nests are in it, and it is the cheaper test)
     return nest(order, body)
 
 
@@ -219,6 +229,18 @@ def injective(loops: Sequence[Loop], buf: Buffer, index: Sequence[IndexExpr]) ->
     return True
 
 
+def cell_injective(loops: Sequence[Loop], cell: SetCell) -> bool:
+    """`injective(loops, cell.buffer, cell.index)`, memoized within `unit_memo.shared` by the
+    write and its loops' symbols (ids: distinct symbols of a program have distinct ids): the
+    fusion passes ask it again of every write of a nest each time it grows."""
+    memo = unit_memo.table("cell_injective")
+    key = (id(cell), *[(s.id, n) for s, n in loops])
+    hit = memo.get(key)
+    if hit is None:
+        hit = memo[key] = (cell, injective(loops, cell.buffer, cell.index))
+    return hit[1]  # type: ignore[no-any-return]
+
+
 def same_cell(buf: Buffer, a: Sequence[IndexExpr], b: Sequence[IndexExpr]) -> bool:
     """Whether two indices of `buf` name the same cell for every value of their symbols."""
     return a == b or _flat(buf.dims, tuple(a)) == _flat(buf.dims, tuple(b))
@@ -239,7 +261,7 @@ def independent(loops: Sequence[Loop], cells: Sequence[SetCell]) -> bool:
     read (by any of them) only there."""
     written: dict[int, SetCell] = {}
     for c in cells:
-        if c.buffer.uint4x32 or not injective(loops, c.buffer, c.index):
+        if c.buffer.uint4x32 or not cell_injective(loops, c):
             return False
         first = written.setdefault(c.buffer.id, c)
         if not same_cell(c.buffer, first.index, c.index):
@@ -258,6 +280,7 @@ __all__ = [
     "MAX_UNROLL",
     "Scheduled",
     "accumulates_product",
+    "cell_injective",
     "holds_contraction",
     "independent",
     "injective",

@@ -8,12 +8,13 @@ holding its nodes so that no id is reused while it lives; outside it nothing is 
 every question is answered afresh (the backends' calls, tests). The facts memoized are
 pure functions of an immutable node.
 
-Stage: shared by the loop-IR passes (`walk.Accesses`, `nests`, `schedule`, `arena`).
+Stage: shared by the loop-IR passes (`walk.Accesses`, `nests`, `schedule.cell_injective`).
 Input: loop-IR nodes. Output: what the memoized function returns for them.
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -35,7 +36,7 @@ def shared() -> Iterator[None]:
     if _tables.get() is not None:
         yield
         return
-    token = _tables.set({})
+    token = _tables.set(defaultdict(dict))
     try:
         yield
     finally:
@@ -45,12 +46,7 @@ def shared() -> Iterator[None]:
 def table(name: str) -> Table:
     """The memo `name` of the running block (a fresh, unshared one outside `shared`)."""
     tables = _tables.get()
-    if tables is None:
-        return {}
-    hit = tables.get(name)
-    if hit is None:
-        hit = tables[name] = {}
-    return hit
+    return {} if tables is None else tables[name]
 
 
 def memoized(fn: Callable[[T], R]) -> Callable[[T], R]:
@@ -61,9 +57,7 @@ def memoized(fn: Callable[[T], R]) -> Callable[[T], R]:
         tables = _tables.get()
         if tables is None:
             return fn(node)
-        t = tables.get(name)
-        if t is None:
-            t = tables[name] = {}
+        t = tables[name]  # (a defaultdict: made on first use)
         hit = t.get(id(node))
         if hit is not None:
             return hit[1]  # type: ignore[no-any-return]

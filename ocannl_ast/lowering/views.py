@@ -48,8 +48,18 @@ def resolve_views(body: Stmt) -> Stmt:
 
     Example: ``resolve_views(SetCell(view_buf, (i,), Const(1.0)))``.
     """
-    checks: dict[tuple[Symbol, int], None] = {}
+    checks: Checks = {}
+    return guarded(resolve_part(body, checks), checks)
 
+
+#: the (static symbol, bound) checks of the views met so far, in order (a dict as a set)
+Checks = dict[tuple[Symbol, int], None]
+
+
+def resolve_part(s: Stmt, checks: Checks) -> Stmt:
+    """`s` with its viewing buffers' accesses moved to their parents, their checks added
+    to `checks` in order: `resolve_views` of a program is `guarded` of its parts resolved
+    in order (`lower` resolves only the parts that use a view)."""
     def note(buf: Buffer) -> Buffer:
         assert buf.view is not None
         checks.update((c, None) for c in buf.view.checks)
@@ -71,14 +81,19 @@ def resolve_views(body: Stmt) -> Stmt:
             case _:
                 return None
 
-    out = map_stmt(body, expr=expr, stmt=stmt)
+    return map_stmt(s, expr=expr, stmt=stmt)
+
+
+def guarded(body: Stmt, checks: Checks) -> Stmt:
+    """`body` (its views resolved) preceded by the `checks`, each once."""
     if not checks:
-        return out
+        return body
     guards = tuple(CheckIndex(IndexExpr(((1, sym),), 0), bound, BATCH_INDEX_CODE)
                    for sym, bound in checks)
     # a static index never changes within a routine: the same check again is redundant
-    out = map_stmt(out, stmt=lambda s: Noop() if s in guards else None)
-    return LSeq((*guards, out))
+    body = map_stmt(body, stmt=lambda s: Noop() if isinstance(s, CheckIndex) and s in guards
+                    else None)
+    return LSeq((*guards, body))
 
 
 def _fill(view: Buffer, parent: Buffer, value: float) -> Stmt:

@@ -9,6 +9,7 @@ printer, the verifier and the backends. Input and output: loop-IR nodes (`loop_i
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from operator import is_not
 from typing import TypeVar, assert_never
 
 from . import unit_memo
@@ -83,15 +84,15 @@ def map_expr(e: Expr, rule: ExprRule) -> Expr:
 
     Example: ``map_expr(e, lambda x: Const(0.0) if isinstance(x, Get) else None)``.
     """
-    match e:
-        case Const() | Get() | GetLocal() | SymbolValue() | ThreefryUniform():
-            node: Expr = e
+    match e:  # (the most frequent nodes first: the cases are disjoint)
+        case Binary(op=op, lhs=a, rhs=b):
+            a2, b2 = map_expr(a, rule), map_expr(b, rule)
+            node: Expr = e if a2 is a and b2 is b else Binary(op, a2, b2)
+        case Get() | Const() | GetLocal() | SymbolValue() | ThreefryUniform():
+            node = e
         case Unary(op=op, arg=a):
             a2 = map_expr(a, rule)
             node = e if a2 is a else Unary(op, a2)
-        case Binary(op=op, lhs=a, rhs=b):
-            a2, b2 = map_expr(a, rule), map_expr(b, rule)
-            node = e if a2 is a and b2 is b else Binary(op, a2, b2)
         case Ternary(op=op, a=a, b=b, c=c):
             a2, b2, c2 = map_expr(a, rule), map_expr(b, rule), map_expr(c, rule)
             node = e if a2 is a and b2 is b and c2 is c else Ternary(op, a2, b2, c2)
@@ -136,16 +137,16 @@ def _expr_list(e: Expr, out: list[Expr]) -> list[Expr]:
 
 def _expr_gets(e: Expr, out: list[Get]) -> None:
     """Append the buffer reads of `e` to `out`, left to right."""
-    match e:
+    match e:  # (the most frequent nodes first: the cases are disjoint)
         case Get():
             out.append(e)
+        case Binary(lhs=a, rhs=b):
+            _expr_gets(a, out)
+            _expr_gets(b, out)
         case Const() | GetLocal() | SymbolValue() | ThreefryUniform():
             pass
         case Unary(arg=a):
             _expr_gets(a, out)
-        case Binary(lhs=a, rhs=b):
-            _expr_gets(a, out)
-            _expr_gets(b, out)
         case Ternary(a=a, b=b, c=c):
             _expr_gets(a, out)
             _expr_gets(b, out)
@@ -168,13 +169,15 @@ def local_names(e: Expr) -> set[str]:
 
 def subst_index(ix: IndexExpr, sub: Mapping[Symbol, IndexExpr]) -> IndexExpr:
     """`ix` with each symbol of `sub` replaced by its affine index (like terms merged)."""
-    if len(ix.terms) <= 1 and (not ix.terms or (ix.terms[0][1] not in sub
-                                                and ix.terms[0][0] != 0)):
-        return ix  # nothing to replace or merge (the common case: kept as it is)
-    if len(ix.terms) == 1:  # one symbol renamed or scaled (the other common case)
+    if not ix.terms:
+        return ix
+    if len(ix.terms) == 1:
         c, sym = ix.terms[0]
         rep = sub.get(sym)
-        if rep is not None and len(rep.terms) == 1 and c * rep.terms[0][0] != 0:
+        if rep is None:
+            if c != 0:
+                return ix  # nothing to replace or merge (the common case: kept as it is)
+        elif len(rep.terms) == 1 and c * rep.terms[0][0] != 0:  # renamed or scaled
             return IndexExpr(((c * rep.terms[0][0], rep.terms[0][1]),), ix.offset + c * rep.offset)
     terms: dict[Symbol, int] = {}
     offset = ix.offset
@@ -241,22 +244,6 @@ def own_exprs(s: Stmt) -> tuple[Expr, ...]:
             assert_never(s)
 
 
-def _map_own(s: Stmt, f: Callable[[Expr], Expr]) -> Stmt:
-    match s:
-        case SetCell(buffer=b, index=ix, value=v):
-            return s if (v2 := f(v)) is v else SetCell(b, ix, v2)
-        case DeclLocal(name=n, init=v):
-            return s if (v2 := f(v)) is v else DeclLocal(n, v2)
-        case SetLocal(name=n, value=v):
-            return s if (v2 := f(v)) is v else SetLocal(n, v2)
-        case SetFromVec(buffer=b, vector=vec, op=op, value=v, length=n):
-            return s if (v2 := f(v)) is v else SetFromVec(b, vec, op, v2, n)
-        case Noop() | Comment() | Seq() | ForLoop() | Fill() | CheckIndex():
-            return s
-        case _:
-            assert_never(s)
-
-
 def map_stmt(s: Stmt, expr: ExprRule | None = None, stmt: StmtRule | None = None) -> Stmt:
     """`s` rebuilt bottom up: nested statements first, every expression through
     ``map_expr(_, expr)``, then ``stmt(node)`` replaces the rebuilt statement where it is not
@@ -264,22 +251,21 @@ def map_stmt(s: Stmt, expr: ExprRule | None = None, stmt: StmtRule | None = None
     match s:
         case Seq(stmts=stmts):
             new = [map_stmt(x, expr, stmt) for x in stmts]
-            changed = False
-            for a, b in zip(stmts, new, strict=True):
-                if a is not b:
-                    changed = True
-                    break
-            node: Stmt = Seq(tuple(new)) if changed else s
+            node: Stmt = Seq(tuple(new)) if any(map(is_not, stmts, new)) else s
         case ForLoop(symbol=sym, extent=n, body=body, threads=th):
             inner = map_stmt(body, expr, stmt)
             node = s if inner is body else ForLoop(sym, n, inner, th)
-        case (Noop() | Comment() | SetCell() | DeclLocal() | SetLocal() | Fill() | CheckIndex()
+        case SetCell(buffer=b, index=ix, value=v) if expr is not None:
+            node = s if (v2 := map_expr(v, expr)) is v else SetCell(b, ix, v2)
+        case DeclLocal(name=n, init=v) if expr is not None:
+            node = s if (v2 := map_expr(v, expr)) is v else DeclLocal(n, v2)
+        case SetLocal(name=n, value=v) if expr is not None:
+            node = s if (v2 := map_expr(v, expr)) is v else SetLocal(n, v2)
+        case SetFromVec(buffer=b, vector=vec, op=op, value=v, length=n) if expr is not None:
+            node = s if (v2 := map_expr(v, expr)) is v else SetFromVec(b, vec, op, v2, n)
+        case (Noop() | Comment() | Fill() | CheckIndex() | SetCell() | DeclLocal() | SetLocal()
               | SetFromVec()):
-            if expr is None:
-                node = s
-            else:
-                rule = expr
-                node = _map_own(s, lambda e: map_expr(e, rule))
+            node = s  # (no expression of its own, or no rule for expressions)
         case _:
             assert_never(s)
     out = None if stmt is None else stmt(node)
@@ -370,55 +356,65 @@ def stmt_gets(s: Stmt) -> Iterator[Get]:
 
 def own_symbols(s: Stmt) -> Iterator[Symbol]:
     """The symbols `s` itself uses in its indices and expressions (not nested statements)."""
+    return iter(_own_symbols(s))
+
+
+def _own_symbols(s: Stmt) -> list[Symbol]:
     match s:
         case SetCell(index=index):
-            indices: tuple[IndexExpr, ...] = index
+            indices: list[IndexExpr] = list(index)
         case CheckIndex(index=ix) | SetFromVec(vector=ix):
-            indices = (ix,)
+            indices = [ix]
         case Noop() | Comment() | Seq() | ForLoop() | DeclLocal() | SetLocal() | Fill():
-            indices = ()
+            indices = []
         case _:
             assert_never(s)
+    out: list[Symbol] = []
     for e in own_exprs(s):
         for x in _expr_list(e, []):
             match x:
                 case Get(index=index):
                     indices += index
                 case ThreefryUniform(counter=ix):
-                    indices += (ix,)
+                    indices.append(ix)
                 case SymbolValue(symbol=sym):
-                    yield sym
+                    out.append(sym)
                 case Const() | GetLocal() | Unary() | Binary() | Ternary():
                     pass
                 case _:
                     assert_never(x)
-    yield from (sym for ix in indices for _, sym in ix.terms)
+    return out + [sym for ix in indices for _, sym in ix.terms]
 
 
 def free_symbols(s: Stmt) -> set[Symbol]:
     """Symbols used but not bound by an enclosing loop: the routine's static arguments."""
     out: set[Symbol] = set()
-    _free(s, frozenset(), out)
+    _free(s, set(), out)
     return out
 
 
-def _free(s: Stmt, bound: frozenset[Symbol], out: set[Symbol]) -> None:
+def _free(s: Stmt, bound: set[Symbol], out: set[Symbol]) -> None:
+    """(`bound`: the loops around `s`, added on entering a loop and removed on leaving it)"""
     match s:
         case Seq(stmts=stmts):
             for x in stmts:
                 _free(x, bound, out)
+        case ForLoop(symbol=sym, body=body) if sym in bound:  # (an inner loop reusing it)
+            _free(body, bound, out)
         case ForLoop(symbol=sym, body=body):
-            _free(body, bound | {sym}, out)
+            bound.add(sym)
+            _free(body, bound, out)
+            bound.remove(sym)
         case (Noop() | Comment() | SetCell() | DeclLocal() | SetLocal() | Fill() | CheckIndex()
               | SetFromVec()):
-            out.update(x for x in own_symbols(s) if x not in bound)
+            out.update([x for x in _own_symbols(s) if x not in bound])
         case _:
             assert_never(s)
 
 
 def work(s: Stmt) -> int:
     """Innermost statement executions of a loop nest (a bound on its multiply-adds)."""
-    return sum(_trips(loops) for x, loops in scoped(s) if not isinstance(x, Seq | ForLoop))
+    return sum(_trips(loops) for x, loops in scoped(s) if not isinstance(x, (Seq, ForLoop)))
 
 
 def _trips(loops: Sequence[Loop]) -> int:
@@ -447,12 +443,12 @@ def reads(s: Stmt) -> frozenset[Buffer]:
 def writes(s: Stmt) -> frozenset[Buffer]:
     """The buffers `s` writes."""
     return frozenset([x.buffer for x in _stmt_list(s)
-                      if isinstance(x, SetCell | Fill | SetFromVec)])
+                      if isinstance(x, (SetCell, Fill, SetFromVec))])
 
 
 class Accesses:
-    """`reads` and `writes` (and their buffer ids) memoized by node identity, for one pass
-    run: passes ask for the same units' accesses over and over (without the memo a deep
+    """The buffer ids of `reads` and `writes`, memoized by node identity (within
+    `unit_memo.shared`, else for one pass run; `reads`/`writes` themselves are not): passes ask for the same units' accesses over and over (without the memo a deep
     MLP's step took seconds). The memo holds each node, so no id is reused while it lives.
 
     Example: ``acc = Accesses(); acc.write_ids(unit)``.
@@ -463,23 +459,36 @@ class Accesses:
     def __init__(self) -> None:
         self._memo: unit_memo.Table = unit_memo.table("accesses")
 
-    def _entry(self, s: Stmt) -> tuple[Stmt, frozenset[Buffer], frozenset[Buffer],
-                                       frozenset[int], frozenset[int]]:
+    def _entry(self, s: Stmt) -> tuple[Stmt, frozenset[int], frozenset[int]]:
         hit = self._memo.get(id(s))
-        if hit is None:
-            r, w = reads(s), writes(s)
-            hit = (s, r, w, frozenset(b.id for b in r), frozenset(b.id for b in w))
+        if hit is None:  # one walk for both (not `reads` and `writes`: Buffer hashes)
+            out: list[Get] = []
+            w: list[int] = []
+            for x in _stmt_list(s):
+                match x:
+                    case SetCell(buffer=b, value=v) | SetFromVec(buffer=b, value=v):
+                        w.append(b.id)
+                        _expr_gets(v, out)
+                    case DeclLocal(init=v) | SetLocal(value=v):
+                        _expr_gets(v, out)
+                    case Fill(buffer=b):
+                        w.append(b.id)
+                    case Noop() | Comment() | Seq() | ForLoop() | CheckIndex():
+                        pass
+                    case _:
+                        assert_never(x)
+            hit = (s, frozenset([g.buffer.id for g in out]), frozenset(w))
             self._memo[id(s)] = hit
         return hit
 
     def reads(self, s: Stmt) -> frozenset[Buffer]:
-        return self._entry(s)[1]
+        return reads(s)
 
     def writes(self, s: Stmt) -> frozenset[Buffer]:
-        return self._entry(s)[2]
+        return writes(s)
 
     def read_ids(self, s: Stmt) -> frozenset[int]:
-        return self._entry(s)[3]
+        return self._entry(s)[1]
 
     def write_ids(self, s: Stmt) -> frozenset[int]:
-        return self._entry(s)[4]
+        return self._entry(s)[2]
