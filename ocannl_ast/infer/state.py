@@ -188,6 +188,23 @@ class SolverState:
             return self.find().subst_row(r)
         rows = self.rows
         var = r.var
+        if var is not None and not r.beg and not r.dims:
+            # a bare row variable (most shapes' rows): its binding itself when that is final
+            # -- closed or over an unbound variable, every axis a known size (hot: closing)
+            inner = rows.get(var.id)
+            if inner is None:
+                return r
+            v2 = inner.var
+            if (v2 is None and not inner.beg) or (v2 is not None and v2.id not in rows):
+                for d in inner.beg:
+                    if type(d) is not Dim:
+                        break
+                else:
+                    for d in inner.dims:
+                        if type(d) is not Dim:
+                            break
+                    else:
+                        return inner
         if var is not None and var.id in rows:
             # what `r.var` stands for, its chain of bound row variables followed; a chain
             # of several is stored back resolved (path compression, as `subst_dim` does)
@@ -226,14 +243,17 @@ class SolverState:
 
     # ---- pending constraints -------------------------------------------------------
 
-    def stash(self, c: Constraint) -> None:
-        """Park a constraint until one of its variables is bound."""
+    def stash(self, c: Constraint, *, substituted: bool = False) -> None:
+        """Park a constraint until one of its variables is bound (`substituted`: its terms
+        are already read through the current bindings)."""
         cid = fresh_id()
         self.put(self._stuck, cid, c)
         keys: set[tuple[str, int]] = set()
-        constraint_vars(c, keys, self)
+        constraint_vars(c, keys, None if substituted else self)
+        watch, new = self._watch, frozenset((cid,))
         for key in keys:
-            self.put(self._watch, key, self._watch.get(key, frozenset()) | {cid})
+            old = watch.get(key)
+            self.put(watch, key, new if old is None else old | new)
 
     def _wake(self, key: tuple[str, int]) -> None:
         for cid in sorted(self._take(self._watch, key) or ()):
