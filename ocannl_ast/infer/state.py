@@ -205,9 +205,11 @@ class SolverState:
                             break
                     else:
                         return inner
+        v0: RowVar | None = None
         if var is not None and var.id in rows:
-            # what `r.var` stands for, its chain of bound row variables followed; a chain
-            # of several is stored back resolved (path compression, as `subst_dim` does)
+            # what `r.var` stands for, its chain of bound row variables followed; a bare
+            # row's resolution is stored back for `v0` (path compression, as `subst_dim`
+            # does: the next read takes the fast path above), else a chain of several
             v0, hops = var, 0
             cbeg: tuple[DimTerm, ...] = ()
             cdims: tuple[DimTerm, ...] = ()
@@ -215,9 +217,13 @@ class SolverState:
                 inner = rows[var.id]
                 cbeg, var, cdims = cbeg + inner.beg, inner.var, inner.dims + cdims
                 hops += 1
-            if hops > 1:
-                self.put(rows, v0.id, Row((), None, cbeg + cdims) if var is None
-                         else Row(cbeg, var, cdims))
+            if r.beg or r.dims:
+                if hops > 1:
+                    self.put(rows, v0.id, Row((), None, cbeg + cdims) if var is None
+                             else Row(cbeg, var, cdims))
+                v0 = None
+            elif hops == 1 and var is None and inner.beg:
+                v0 = None  # (a closed binding not in normal form: left as it is)
             beg, dims = r.beg + cbeg, cdims + r.dims
         else:
             beg, dims = r.beg, r.dims
@@ -237,6 +243,11 @@ class SolverState:
         sub = self.subst_dim
         beg2 = tuple([d if type(d) is Dim else sub(d) for d in beg])
         dims2 = tuple([d if type(d) is Dim else sub(d) for d in dims])
+        if v0 is not None:  # `r` is `v0` bare: the result is its binding, resolved
+            out = Row(beg2, var, dims2)
+            if hops > 1 or beg2 != inner.beg or dims2 != inner.dims:
+                self.put(rows, v0.id, out)
+            return out
         if var is r.var and beg2 == r.beg and dims2 == r.dims:
             return r
         return Row(beg2, var, dims2)
