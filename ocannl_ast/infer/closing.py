@@ -54,23 +54,28 @@ def _unsolved(s: SolverState, shapes: list[ClosableShape]
     rows: RowOccs = {}
     dims: DimOccs = {}
     open_shapes: list[ClosableShape] = []
+    sub, owns = s.subst_row, s.owns
     for sh in shapes:
         solved = True
         for kind_ix, r in enumerate(sh.raw_rows()):
-            r = s.subst_row(r)
+            r = sub(r)
             if r.var is not None:
-                if not s.owns(r.var.id):
+                if not owns(r.var.id):
                     raise ShapeError(f"internal: shape '{sh.label}' belongs to another "
                                      "shape component")
                 rows.setdefault(r.var.id, []).append((sh, kind_ix))
                 solved = False
-            keys: set[tuple[str, int]] = set()
-            for d in r.beg + r.dims:
-                if type(d) is not Dim:
-                    dim_vars(d, keys)
-            for _, i in keys:
-                dims.setdefault(i, []).append(sh)
-            solved = solved and not keys
+            keys: set[tuple[str, int]] | None = None
+            for part in (r.beg, r.dims):
+                for d in part:
+                    if type(d) is not Dim:
+                        if keys is None:
+                            keys = set()
+                        dim_vars(d, keys)
+            if keys:
+                for _, i in keys:
+                    dims.setdefault(i, []).append(sh)
+                solved = False
         if not solved:
             open_shapes.append(sh)
     return rows, dims, open_shapes

@@ -141,7 +141,7 @@ class Tensor:
         return self.shape.dims()
 
     def layout_rows(self) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
-        return self.shape.batch, self.shape.output, self.shape.input
+        return self.shape.layout_rows()
 
     def buffer(self, kind: NodeKind = NodeKind.VALUE,
                layout: Mapping[int, Margins] | None = None) -> Buffer:
