@@ -414,10 +414,10 @@ class Code:
 
 
 def concat(codes: Iterable[Code]) -> Code:
-    out: tuple[Item, ...] = ()
+    out: list[Item] = []  # (not `+=` on a tuple: quadratic over an optimizer's many codes)
     for c in codes:
-        out += c.items
-    return Code(out)
+        out.extend(c.items)
+    return Code(tuple(out))
 
 
 def item_refs(it: Item) -> tuple[NodeRef, ...]:
