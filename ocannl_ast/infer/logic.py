@@ -64,9 +64,11 @@ def shape_constraints(logic: Logic, solver: Solver, result: Shape, operands: lis
         if type(rel) is RowBroadcast:  # most relations (every pointwise one): inlined, hot
             c, sb = rel.cur, rel.sub
             cs, ss = slots[c.slot], slots[sb.slot]
+            cur, sub = cs.row(c.kind), ss.row(sb.kind)
+            if cur is sub and not cur.beg:
+                continue  # a row >= itself (`m = 0.9 * m + d`): it holds and binds nothing
             where = f"{cs.label}.{_kind_name(c.kind)} >= {ss.label}.{_kind_name(sb.kind)}"
-            out.append(RowIneq(cs.row(c.kind), ss.row(sb.kind),
-                               Origin(origin.op, origin.tensors, origin.span, where)))
+            out.append(RowIneq(cur, sub, Origin(origin.op, origin.tensors, origin.span, where)))
         else:
             out.extend(_relation_constraints(rel, solver, slots, origin))
     return out
