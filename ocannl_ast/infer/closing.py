@@ -107,9 +107,15 @@ def _read(s: SolverState, sh: ClosableShape) -> _Read:
 def _close_step(s: SolverState, rows: RowOccs, dims: DimOccs) -> bool:
     o = Origin("closing shapes")
     bounds = Bounds(s)
-    leaf_rows = {v for v, occ in rows.items() if any(sh.is_terminal for sh, _ in occ)}
+    leaf_rows: set[int] = set()
+    param_out: set[int] = set()
+    for v, occ in rows.items():  # (one pass, no generator per variable: hot)
+        for sh, k in occ:
+            if sh.is_terminal:
+                leaf_rows.add(v)
+            if k == 1 and sh.is_param:
+                param_out.add(v)
     leaf_dims = {v for v, occ in dims.items() if any(sh.is_terminal for sh in occ)}
-    param_out = {v for v, occ in rows.items() if any(sh.is_param and k == 1 for sh, k in occ)}
     row_lubs = {v: n for v in leaf_rows if (n := bounds.row_lub_len(v)) is not None
                 and (n > 0 or v not in param_out)}
     if row_lubs:

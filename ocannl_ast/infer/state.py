@@ -286,12 +286,13 @@ class SolverState:
     # ---- binding -------------------------------------------------------------------
 
     def bind_dim(self, v: DimVar, t: DimTerm, origin: Origin) -> None:
-        if isinstance(t, DimVar) and t.id == v.id:
-            return
-        occ: set[tuple[str, int]] = set()
-        dim_vars(t, occ)
-        if ("d", v.id) in occ:
-            raise conflict(origin, f"dimension {show_dim(v)} would contain itself")
+        if type(t) is not Dim:  # (a known size contains no variable)
+            if isinstance(t, DimVar) and t.id == v.id:
+                return
+            occ: set[tuple[str, int]] = set()
+            dim_vars(t, occ)
+            if ("d", v.id) in occ:
+                raise conflict(origin, f"dimension {show_dim(v)} would contain itself")
         self.put(self.dims, v.id, t)
         self._wake(("d", v.id))
 
