@@ -39,10 +39,11 @@ def process(s: SolverState, c: Constraint) -> bool:
     """Handle one constraint; False means it is stuck and waits for its variables."""
     if isinstance(c, RowIneq):  # the most frequent first, without the match protocol (hot)
         sub = s.subst_row
-        a, b = sub(c.cur), sub(c.subr)
-        if len(a.beg) + len(a.dims) > MAX_RANK or len(b.beg) + len(b.dims) > MAX_RANK:
+        cur, subr = sub(c.cur), sub(c.subr)
+        if (len(cur.beg) + len(cur.dims) > MAX_RANK
+                or len(subr.beg) + len(subr.dims) > MAX_RANK):
             raise conflict(c.origin, f"row-rank cycle: a row grew beyond {MAX_RANK} axes")
-        return _row_ineq(s, a, b, c.origin)
+        return _row_ineq(s, cur, subr, c.origin)
     if isinstance(c, DimIneq):
         return _dim_ineq(s, s.subst_dim(c.cur), s.subst_dim(c.subr), c.origin)
     match c:  # the others by frequency
@@ -282,7 +283,8 @@ def _check_rank_cycle(s: SolverState, c: RowIneq, cur: Row, subr: Row) -> None:
     if subr.var is None:
         return
     assert cur.var is not None
-    cycle = rank_cycle((c, cur, subr), _pending_above(s, cur.var.id))
+    pending = _pending_above(s, cur.var.id, subr.var.id)
+    cycle = None if pending is None else rank_cycle((c, cur, subr), pending)
     if cycle is None:
         return
     steps = "\n".join(f"  - {x.origin.describe()}"
@@ -294,10 +296,11 @@ def _check_rank_cycle(s: SolverState, c: RowIneq, cur: Row, subr: Row) -> None:
 Pending = tuple[RowIneq, Row, Row]  #: an inequality with its substituted cur and subr
 
 
-def _pending_above(s: SolverState, start: int) -> list[Pending]:
+def _pending_above(s: SolverState, start: int, target: int) -> list[Pending] | None:
     """The pending row inequalities reachable upward from row variable `start` (subr's
     variable to cur's), found through the watch index, in the order of the pending list
-    (stuck oldest first, then queued): `rank_cycle` needs no others."""
+    (stuck oldest first, then queued): `rank_cycle` needs no others. None when they do not
+    reach row variable `target` (then no cycle runs through `target >= start`)."""
     queued: list[Pending] = []
     queued_from: dict[int, list[Pending]] = {}
     for p in s.queue:
@@ -321,6 +324,8 @@ def _pending_above(s: SolverState, start: int) -> list[Pending]:
             if cur.var is not None and cur.var.id not in seen:
                 seen.add(cur.var.id)
                 todo.append(cur.var.id)
+    if target not in seen:
+        return None
     reached = [q for q in queued if q[2].var is not None and q[2].var.id in seen]
     return [stuck[k] for k in sorted(stuck)] + reached
 

@@ -162,6 +162,12 @@ class SolverState:
         """Resolve solved variables; an affine dim with known parts becomes its size."""
         if self._parent is not None:
             return self.find().subst_dim(d)
+        if type(d) is DimVar:  # the frequent cases first, without the match (hot)
+            b = self.dims.get(d.id)
+            if b is None:
+                return d
+            if type(b) is Dim:
+                return b
         match d:
             case Dim():
                 return d
@@ -191,20 +197,20 @@ class SolverState:
         if var is not None and not r.beg and not r.dims:
             # a bare row variable (most shapes' rows): its binding itself when that is final
             # -- closed or over an unbound variable, every axis a known size (hot: closing)
-            inner = rows.get(var.id)
-            if inner is None:
+            bound = rows.get(var.id)
+            if bound is None:
                 return r
-            v2 = inner.var
-            if (v2 is None and not inner.beg) or (v2 is not None and v2.id not in rows):
-                for d in inner.beg:
+            v2 = bound.var
+            if (v2 is None and not bound.beg) or (v2 is not None and v2.id not in rows):
+                for d in bound.beg:
                     if type(d) is not Dim:
                         break
                 else:
-                    for d in inner.dims:
+                    for d in bound.dims:
                         if type(d) is not Dim:
                             break
                     else:
-                        return inner
+                        return bound
         v0: RowVar | None = None
         if var is not None and var.id in rows:
             # what `r.var` stands for, its chain of bound row variables followed; a bare
