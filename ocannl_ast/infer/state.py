@@ -264,13 +264,17 @@ class SolverState:
         """Park a constraint until one of its variables is bound (`substituted`: its terms
         are already read through the current bindings)."""
         cid = fresh_id()
-        self.put(self._stuck, cid, c)
         keys: set[tuple[str, int]] = set()
         constraint_vars(c, keys, None if substituted else self)
-        watch, new = self._watch, frozenset((cid,))
+        stuck, watch, trail, new = self._stuck, self._watch, self._trail, frozenset((cid,))
+        if trail is not None:  # (`put`, inlined: hot)
+            trail.append((stuck, cid, _MISSING))
+        stuck[cid] = c
         for key in keys:
             old = watch.get(key)
-            self.put(watch, key, new if old is None else old | new)
+            if trail is not None:
+                trail.append((watch, key, _MISSING if old is None else old))
+            watch[key] = new if old is None else old | new
 
     def _wake(self, key: tuple[str, int]) -> None:
         for cid in sorted(self._take(self._watch, key) or ()):
