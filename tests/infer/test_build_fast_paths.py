@@ -6,8 +6,6 @@ computes them."""
 
 # Tensor arithmetic operators are installed at import time; mypy cannot see them.
 # mypy: disable-error-code="operator"
-# Written in the @cd dialect.
-# ruff: noqa: F821
 
 from __future__ import annotations
 
