@@ -277,10 +277,14 @@ class SolverState:
             watch[key] = new if old is None else old | new
 
     def _wake(self, key: tuple[str, int]) -> None:
-        for cid in sorted(self._take(self._watch, key) or ()):
-            c = self._take(self._stuck, cid)
+        cids = self._take(self._watch, key)
+        if not cids:
+            return
+        stuck, queue, take = self._stuck, self.queue, self._take
+        for cid in sorted(cids) if len(cids) > 1 else cids:
+            c = take(stuck, cid)
             if c is not None:
-                self.queue.append(c)
+                queue.append(c)
 
     def stuck_watching(self, key: tuple[str, int]) -> list[tuple[int, Constraint]]:
         """The pending constraints (with their ids) that mention a variable ("d"/"r", id)."""
