@@ -84,16 +84,20 @@ class SolverState:
         if self._trail is not None or other._trail is not None or self.queue or other.queue:
             raise ShapeError("internal: shape components merged during propagation")
         big, small = (self, other) if len(self._owned) >= len(other._owned) else (other, self)
-        big.dims.update(small.dims)
-        big.rows.update(small.rows)
-        big._stuck.update(small._stuck)
-        for key, cids in small._watch.items():
-            big._watch[key] = big._watch.get(key, frozenset()) | cids
-        big.one_bounded.update(small.one_bounded)
-        big.unit_basis.update(small.unit_basis)
+        # (a new tensor's component holds variables only: its empty tables stay as they are)
+        if small.dims or small.rows or small._stuck or small._watch:
+            big.dims.update(small.dims)
+            big.rows.update(small.rows)
+            big._stuck.update(small._stuck)
+            for key, cids in small._watch.items():
+                big._watch[key] = big._watch.get(key, frozenset()) | cids
+            small.dims, small.rows, small._stuck, small._watch = {}, {}, {}, {}
+        if small.one_bounded or small.unit_basis:
+            big.one_bounded.update(small.one_bounded)
+            big.unit_basis.update(small.unit_basis)
+            small.one_bounded, small.unit_basis = {}, {}
         big._owned |= small._owned
-        small.dims, small.rows, small._stuck, small._watch = {}, {}, {}, {}
-        small.one_bounded, small.unit_basis, small._owned = {}, {}, set()
+        small._owned = set()
         small._parent = big
         return big
 
@@ -246,9 +250,7 @@ class SolverState:
         if var is None:
             beg, dims = (), beg + dims
         # a known size stays itself (the common case: no call, and no new row when none moved)
-        sub = self.subst_dim
-        beg2 = tuple([d if type(d) is Dim else sub(d) for d in beg])
-        dims2 = tuple([d if type(d) is Dim else sub(d) for d in dims])
+        beg2, dims2 = self._subst_dims(beg), self._subst_dims(dims)
         if v0 is not None:  # `r` is `v0` bare: the result is its binding, resolved
             out = Row(beg2, var, dims2)
             if hops > 1 or beg2 != inner.beg or dims2 != inner.dims:
@@ -257,6 +259,14 @@ class SolverState:
         if var is r.var and beg2 == r.beg and dims2 == r.dims:
             return r
         return Row(beg2, var, dims2)
+
+    def _subst_dims(self, ds: tuple[DimTerm, ...]) -> tuple[DimTerm, ...]:
+        """`ds` substituted; itself when every axis is a known size (no copy: hot)."""
+        for d in ds:
+            if type(d) is not Dim:
+                sub = self.subst_dim
+                return tuple([d if type(d) is Dim else sub(d) for d in ds])
+        return ds
 
     # ---- pending constraints -------------------------------------------------------
 
