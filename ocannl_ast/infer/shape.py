@@ -21,7 +21,7 @@ DimsArg = Sequence[int | tuple[int, str] | Dim] | None
 
 def _row_of(solver: Solver, dims: DimsArg) -> Row:
     if dims is None:
-        return Row.open(solver.fresh_row())
+        return Row((), solver.fresh_row(), ())  # (`Row.open`, without its copies: hot)
     out: list[DimTerm] = []
     for d in dims:
         if isinstance(d, Dim):
