@@ -37,10 +37,11 @@ DimOccs = dict[int, list[ClosableShape]]  #: dim var -> shapes
 
 def close(s: SolverState, shapes: list[ClosableShape]) -> None:
     """Close `shapes` in `s` (run inside `Solver.atomically`)."""
+    read: dict[int, _Read] = {}
     for _ in range(10_000):
         s.run()
         # a shape with no variable left never gets one back: later rounds skip it
-        rows, dims, shapes = _unsolved(s, shapes)
+        rows, dims, shapes = _unsolved(s, shapes, read)
         if not rows and not dims:
             return
         if not _close_step(s, rows, dims):
@@ -48,40 +49,73 @@ def close(s: SolverState, shapes: list[ClosableShape]) -> None:
     raise ShapeError("shape closing did not terminate")
 
 
-def _unsolved(s: SolverState, shapes: list[ClosableShape]
+#: a shape's rows as last read: per row, its unbound row variable (or None) and the ids of
+#: its unbound dim variables; while none of them is bound, reading again gives the same
+_Read = tuple[tuple[int | None, tuple[int, ...]], ...]
+
+
+def _unsolved(s: SolverState, shapes: list[ClosableShape], read: dict[int, _Read] | None = None
               ) -> tuple[RowOccs, DimOccs, list[ClosableShape]]:
-    """The unsolved row and dim variables with the shapes holding them, and those shapes."""
+    """The unsolved row and dim variables with the shapes holding them, and those shapes
+    (`read`: the shapes' rows as the previous round read them, by shape id; kept up to
+    date, so a shape none of whose variables was bound since is not read again)."""
     rows: RowOccs = {}
     dims: DimOccs = {}
     open_shapes: list[ClosableShape] = []
+    bound_rows, bound_dims = s.rows, s.dims
     for sh in shapes:
+        got = read.get(id(sh)) if read is not None else None
+        if got is None or any((v is not None and v in bound_rows)
+                              or any(i in bound_dims for i in ids) for v, ids in got):
+            got = _read(s, sh)
+            if read is not None:
+                read[id(sh)] = got
         solved = True
-        for kind_ix, r in enumerate(sh.raw_rows()):
-            r = s.subst_row(r)
-            if r.var is not None:
-                if not s.owns(r.var.id):
-                    raise ShapeError(f"internal: shape '{sh.label}' belongs to another "
-                                     "shape component")
-                rows.setdefault(r.var.id, []).append((sh, kind_ix))
+        for kind_ix, (v, ids) in enumerate(got):
+            if v is not None:
+                rows.setdefault(v, []).append((sh, kind_ix))
                 solved = False
-            keys: set[tuple[str, int]] = set()
-            for d in r.beg + r.dims:
-                if type(d) is not Dim:
-                    dim_vars(d, keys)
-            for _, i in keys:
-                dims.setdefault(i, []).append(sh)
-            solved = solved and not keys
+            if ids:
+                for i in ids:
+                    dims.setdefault(i, []).append(sh)
+                solved = False
         if not solved:
             open_shapes.append(sh)
     return rows, dims, open_shapes
 
 
+def _read(s: SolverState, sh: ClosableShape) -> _Read:
+    """The unbound variables of each of the shape's rows, substituted now."""
+    out: list[tuple[int | None, tuple[int, ...]]] = []
+    for r in sh.raw_rows():
+        r = s.subst_row(r)
+        if r.var is not None and not s.owns(r.var.id):
+            raise ShapeError(f"internal: shape '{sh.label}' belongs to another shape "
+                             "component")
+        keys: set[tuple[str, int]] | None = None
+        for part in (r.beg, r.dims):
+            for d in part:
+                if type(d) is not Dim:
+                    if keys is None:
+                        keys = set()
+                    dim_vars(d, keys)
+        out.append((None if r.var is None else r.var.id,
+                    tuple(i for _, i in keys) if keys else ()))
+    return tuple(out)
+
+
 def _close_step(s: SolverState, rows: RowOccs, dims: DimOccs) -> bool:
     o = Origin("closing shapes")
     bounds = Bounds(s)
-    leaf_rows = {v for v, occ in rows.items() if any(sh.is_terminal for sh, _ in occ)}
+    leaf_rows: set[int] = set()
+    param_out: set[int] = set()
+    for v, occ in rows.items():  # (one pass, no generator per variable: hot)
+        for sh, k in occ:
+            if sh.is_terminal:
+                leaf_rows.add(v)
+            if k == 1 and sh.is_param:
+                param_out.add(v)
     leaf_dims = {v for v, occ in dims.items() if any(sh.is_terminal for sh in occ)}
-    param_out = {v for v, occ in rows.items() if any(sh.is_param and k == 1 for sh, k in occ)}
     row_lubs = {v: n for v in leaf_rows if (n := bounds.row_lub_len(v)) is not None
                 and (n > 0 or v not in param_out)}
     if row_lubs:

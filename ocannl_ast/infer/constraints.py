@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import field
-from typing import Protocol, assert_never
+from typing import Protocol, TypeVar, assert_never
 
 from ..errors import ShapeError, Span
 from ..records import record
 from .terms import DimTerm, Row, dim_vars, row_vars
+
+T = TypeVar("T")
 
 
 class ShapeLike(Protocol):
@@ -162,11 +164,19 @@ class Substitution(Protocol):
     def subst_row(self, r: Row) -> Row: ...
 
 
+def _same(x: T) -> T:
+    return x
+
+
 def constraint_vars(c: Constraint, out: set[tuple[str, int]],
                     s: Substitution | None = None) -> None:
     """The variables of a constraint (substituted through `s` when given)."""
-    sd: Callable[[DimTerm], DimTerm] = s.subst_dim if s is not None else (lambda d: d)
-    sr: Callable[[Row], Row] = s.subst_row if s is not None else (lambda r: r)
+    if s is None and type(c) is RowIneq:  # (a stuck inequality parked as read: hot)
+        row_vars(c.cur, out)
+        row_vars(c.subr, out)
+        return
+    sd: Callable[[DimTerm], DimTerm] = s.subst_dim if s is not None else _same
+    sr: Callable[[Row], Row] = s.subst_row if s is not None else _same
     match c:
         case DimEq(a=a, b=b) | DimIneq(cur=a, subr=b):
             dim_vars(sd(a), out)

@@ -61,7 +61,16 @@ def shape_constraints(logic: Logic, solver: Solver, result: Shape, operands: lis
     slots = [result, *operands]
     out: list[Constraint] = []
     for rel in row_relations(logic, len(operands)):
-        out.extend(_relation_constraints(rel, solver, slots, origin))
+        if type(rel) is RowBroadcast:  # most relations (every pointwise one): inlined, hot
+            c, sb = rel.cur, rel.sub
+            cs, ss = slots[c.slot], slots[sb.slot]
+            cur, sub = cs.row(c.kind), ss.row(sb.kind)
+            if cur is sub and not cur.beg:
+                continue  # a row >= itself (`m = 0.9 * m + d`): it holds and binds nothing
+            where = f"{cs.label}.{_kind_name(c.kind)} >= {ss.label}.{_kind_name(sb.kind)}"
+            out.append(RowIneq(cur, sub, Origin(origin.op, origin.tensors, origin.span, where)))
+        else:
+            out.extend(_relation_constraints(rel, solver, slots, origin))
     return out
 
 

@@ -42,13 +42,14 @@ class Bounds:
             if isinstance(d, DimVar):
                 old = self.unit_basis.get(d.id, lbl)
                 self.unit_basis[d.id] = lbl if old == lbl else None
+        subst_row, rows_above = s.subst_row, self.rows_above
         for c in s.stuck():
+            if isinstance(c, RowIneq):  # most of them (hot: without the match)
+                sub = subst_row(c.subr)
+                if sub.var is not None:
+                    rows_above.setdefault(sub.var.id, []).append((subst_row(c.cur), sub))
+                continue
             match c:
-                case RowIneq():
-                    sub = s.subst_row(c.subr)
-                    if sub.var is not None:
-                        self.rows_above.setdefault(sub.var.id, []).append(
-                            (s.subst_row(c.cur), sub))
                 case DimIneq():
                     d = s.subst_dim(c.subr)
                     if isinstance(d, DimVar):

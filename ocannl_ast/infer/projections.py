@@ -428,10 +428,16 @@ def _renamed(p: Projections) -> Projections:
     """A reused derivation with fresh iterators, created in the order `label` creates
     them (the same ids a derivation anew would take)."""
     new = {s: fresh_symbol(s.name) for s, _ in p.product}
+    done: dict[int, tuple[ProjIndex, IndexExpr]] = {}  #: (each index renamed once)
 
     def ix(e: ProjIndex) -> IndexExpr:
+        hit = done.get(id(e))
+        if hit is not None:
+            return hit[1]
         assert isinstance(e, IndexExpr)
-        return IndexExpr(tuple((c, new.get(s, s)) for c, s in e.terms), e.offset)
+        out = IndexExpr(tuple([(c, new.get(s, s)) for c, s in e.terms]), e.offset)
+        done[id(e)] = (e, out)
+        return out
 
     return Projections(tuple((new[s], n) for s, n in p.product), tuple(ix(e) for e in p.lhs),
                        tuple(tuple(ix(e) for e in m) for m in p.rhs), p.lhs_dims, p.rhs_dims,

@@ -37,11 +37,16 @@ def _labels_clash(a: Dim, b: Dim) -> bool:
 
 def process(s: SolverState, c: Constraint) -> bool:
     """Handle one constraint; False means it is stuck and waits for its variables."""
-    match c:  # the most frequent first (a deep MLP's step: row, then dim inequalities)
-        case RowIneq(cur=a, subr=b, origin=o):
-            return _row_ineq(s, _rank_checked(s, a, o), _rank_checked(s, b, o), o)
-        case DimIneq(cur=a, subr=b, origin=o):
-            return _dim_ineq(s, s.subst_dim(a), s.subst_dim(b), o)
+    if isinstance(c, RowIneq):  # the most frequent first, without the match protocol (hot)
+        sub = s.subst_row
+        cur, subr = sub(c.cur), sub(c.subr)
+        if (len(cur.beg) + len(cur.dims) > MAX_RANK
+                or len(subr.beg) + len(subr.dims) > MAX_RANK):
+            raise conflict(c.origin, f"row-rank cycle: a row grew beyond {MAX_RANK} axes")
+        return _row_ineq(s, cur, subr, c.origin)
+    if isinstance(c, DimIneq):
+        return _dim_ineq(s, s.subst_dim(c.cur), s.subst_dim(c.subr), c.origin)
+    match c:  # the others by frequency
         case DimEq(a=a, b=b, origin=o):
             return _dim_eq(s, s.subst_dim(a), s.subst_dim(b), o)
         case RowEq(a=a, b=b, origin=o):
@@ -225,16 +230,21 @@ def _row_ineq(s: SolverState, cur: Row, subr: Row, o: Origin) -> bool:
         s.queue.append(RowIneq(cur, subr, o))
         return True
     k = min(len(cd), len(sd))
+    queue = s.queue
     for j in range(1, k + 1):
-        s.queue.append(DimIneq(cd[-j], sd[-j], o))
+        x, y = cd[-j], sd[-j]
+        if x != y:  # equal axes satisfy `x >= y` and bind nothing (`_dim_ineq`)
+            queue.append(DimIneq(x, y, o))
     sub_rest = sd[:len(sd) - k]  # what the aligned axes leave of each side
     if sub_var is None and not sub_rest:
         return True
     if sub_var is not None and var == sub_var and not subr.beg and not sub_rest:
         return True
-    if k == 0:
-        return False
-    s.stash(RowIneq(Row(cur.beg, var, cd[:len(cd) - k]), Row(subr.beg, sub_var, sub_rest), o))
+    if k == 0:  # stuck: parked as read now (the solver would read it again)
+        s.stash(RowIneq(cur, subr, o), substituted=True)
+        return True
+    s.stash(RowIneq(Row(cur.beg, var, cd[:len(cd) - k]), Row(subr.beg, sub_var, sub_rest), o),
+            substituted=True)
     return True
 
 
@@ -273,7 +283,8 @@ def _check_rank_cycle(s: SolverState, c: RowIneq, cur: Row, subr: Row) -> None:
     if subr.var is None:
         return
     assert cur.var is not None
-    cycle = rank_cycle((c, cur, subr), _pending_above(s, cur.var.id))
+    pending = _pending_above(s, cur.var.id, subr.var.id)
+    cycle = None if pending is None else rank_cycle((c, cur, subr), pending)
     if cycle is None:
         return
     steps = "\n".join(f"  - {x.origin.describe()}"
@@ -285,10 +296,11 @@ def _check_rank_cycle(s: SolverState, c: RowIneq, cur: Row, subr: Row) -> None:
 Pending = tuple[RowIneq, Row, Row]  #: an inequality with its substituted cur and subr
 
 
-def _pending_above(s: SolverState, start: int) -> list[Pending]:
+def _pending_above(s: SolverState, start: int, target: int) -> list[Pending] | None:
     """The pending row inequalities reachable upward from row variable `start` (subr's
     variable to cur's), found through the watch index, in the order of the pending list
-    (stuck oldest first, then queued): `rank_cycle` needs no others."""
+    (stuck oldest first, then queued): `rank_cycle` needs no others. None when they do not
+    reach row variable `target` (then no cycle runs through `target >= start`)."""
     queued: list[Pending] = []
     queued_from: dict[int, list[Pending]] = {}
     for p in s.queue:
@@ -312,6 +324,8 @@ def _pending_above(s: SolverState, start: int) -> list[Pending]:
             if cur.var is not None and cur.var.id not in seen:
                 seen.add(cur.var.id)
                 todo.append(cur.var.id)
+    if target not in seen:
+        return None
     reached = [q for q in queued if q[2].var is not None and q[2].var.id in seen]
     return [stuck[k] for k in sorted(stuck)] + reached
 

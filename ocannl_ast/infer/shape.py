@@ -21,7 +21,7 @@ DimsArg = Sequence[int | tuple[int, str] | Dim] | None
 
 def _row_of(solver: Solver, dims: DimsArg) -> Row:
     if dims is None:
-        return Row.open(solver.fresh_row())
+        return Row((), solver.fresh_row(), ())  # (`Row.open`, without its copies: hot)
     out: list[DimTerm] = []
     for d in dims:
         if isinstance(d, Dim):
@@ -51,6 +51,9 @@ class Shape:
         self._rows = (batch, output, input_)
         #: each row's sizes once read closed outside a solver transaction (they never change)
         self._closed: list[tuple[int, ...] | None] = [None, None, None]
+        #: `layout_rows()` and `dims()` once all three rows are known closed (hot: lowering)
+        self._layout: tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]] | None = None
+        self._dims: tuple[int, ...] | None = None
         self.is_param = is_param
         self.is_terminal = is_terminal or is_param
         #: where a parameter was created (given by the caller): closing errors point there
@@ -125,9 +128,24 @@ class Shape:
         """The input dims once inferred; a ShapeError while open (see `batch`)."""
         return self._ints(2)
 
+    def layout_rows(self) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+        """The batch, output and input dims (closed shapes only; see `batch`)."""
+        got = self._layout
+        if got is None:
+            got = (self._ints(0), self._ints(1), self._ints(2))
+            if None not in self._closed:  # read outside a transaction: they never change
+                self._layout = got
+        return got
+
     def dims(self) -> tuple[int, ...]:
         """All dims in memory layout order: batch, output, input (closed shapes only)."""
-        return self.batch + self.output + self.input
+        got = self._dims
+        if got is None:
+            b, o, i = self.layout_rows()
+            got = b + o + i
+            if self._layout is not None:
+                self._dims = got
+        return got
 
     def labels(self) -> tuple[str | None, ...]:
         """Basis labels in layout order (closed shapes only)."""

@@ -84,16 +84,20 @@ class SolverState:
         if self._trail is not None or other._trail is not None or self.queue or other.queue:
             raise ShapeError("internal: shape components merged during propagation")
         big, small = (self, other) if len(self._owned) >= len(other._owned) else (other, self)
-        big.dims.update(small.dims)
-        big.rows.update(small.rows)
-        big._stuck.update(small._stuck)
-        for key, cids in small._watch.items():
-            big._watch[key] = big._watch.get(key, frozenset()) | cids
-        big.one_bounded.update(small.one_bounded)
-        big.unit_basis.update(small.unit_basis)
+        # (a new tensor's component holds variables only: its empty tables stay as they are)
+        if small.dims or small.rows or small._stuck or small._watch:
+            big.dims.update(small.dims)
+            big.rows.update(small.rows)
+            big._stuck.update(small._stuck)
+            for key, cids in small._watch.items():
+                big._watch[key] = big._watch.get(key, frozenset()) | cids
+            small.dims, small.rows, small._stuck, small._watch = {}, {}, {}, {}
+        if small.one_bounded or small.unit_basis:
+            big.one_bounded.update(small.one_bounded)
+            big.unit_basis.update(small.unit_basis)
+            small.one_bounded, small.unit_basis = {}, {}
         big._owned |= small._owned
-        small.dims, small.rows, small._stuck, small._watch = {}, {}, {}, {}
-        small.one_bounded, small.unit_basis, small._owned = {}, {}, set()
+        small._owned = set()
         small._parent = big
         return big
 
@@ -162,6 +166,12 @@ class SolverState:
         """Resolve solved variables; an affine dim with known parts becomes its size."""
         if self._parent is not None:
             return self.find().subst_dim(d)
+        if type(d) is DimVar:  # the frequent cases first, without the match (hot)
+            b = self.dims.get(d.id)
+            if b is None:
+                return d
+            if type(b) is Dim:
+                return b
         match d:
             case Dim():
                 return d
@@ -188,9 +198,28 @@ class SolverState:
             return self.find().subst_row(r)
         rows = self.rows
         var = r.var
+        if var is not None and not r.beg and not r.dims:
+            # a bare row variable (most shapes' rows): its binding itself when that is final
+            # -- closed or over an unbound variable, every axis a known size (hot: closing)
+            bound = rows.get(var.id)
+            if bound is None:
+                return r
+            v2 = bound.var
+            if (v2 is None and not bound.beg) or (v2 is not None and v2.id not in rows):
+                for d in bound.beg:
+                    if type(d) is not Dim:
+                        break
+                else:
+                    for d in bound.dims:
+                        if type(d) is not Dim:
+                            break
+                    else:
+                        return bound
+        v0: RowVar | None = None
         if var is not None and var.id in rows:
-            # what `r.var` stands for, its chain of bound row variables followed; a chain
-            # of several is stored back resolved (path compression, as `subst_dim` does)
+            # what `r.var` stands for, its chain of bound row variables followed; a bare
+            # row's resolution is stored back for `v0` (path compression, as `subst_dim`
+            # does: the next read takes the fast path above), else a chain of several
             v0, hops = var, 0
             cbeg: tuple[DimTerm, ...] = ()
             cdims: tuple[DimTerm, ...] = ()
@@ -198,9 +227,13 @@ class SolverState:
                 inner = rows[var.id]
                 cbeg, var, cdims = cbeg + inner.beg, inner.var, inner.dims + cdims
                 hops += 1
-            if hops > 1:
-                self.put(rows, v0.id, Row((), None, cbeg + cdims) if var is None
-                         else Row(cbeg, var, cdims))
+            if r.beg or r.dims:
+                if hops > 1:
+                    self.put(rows, v0.id, Row((), None, cbeg + cdims) if var is None
+                             else Row(cbeg, var, cdims))
+                v0 = None
+            elif hops == 1 and var is None and inner.beg:
+                v0 = None  # (a closed binding not in normal form: left as it is)
             beg, dims = r.beg + cbeg, cdims + r.dims
         else:
             beg, dims = r.beg, r.dims
@@ -217,29 +250,51 @@ class SolverState:
         if var is None:
             beg, dims = (), beg + dims
         # a known size stays itself (the common case: no call, and no new row when none moved)
-        sub = self.subst_dim
-        beg2 = tuple([d if type(d) is Dim else sub(d) for d in beg])
-        dims2 = tuple([d if type(d) is Dim else sub(d) for d in dims])
+        beg2, dims2 = self._subst_dims(beg), self._subst_dims(dims)
+        if v0 is not None:  # `r` is `v0` bare: the result is its binding, resolved
+            out = Row(beg2, var, dims2)
+            if hops > 1 or beg2 != inner.beg or dims2 != inner.dims:
+                self.put(rows, v0.id, out)
+            return out
         if var is r.var and beg2 == r.beg and dims2 == r.dims:
             return r
         return Row(beg2, var, dims2)
 
+    def _subst_dims(self, ds: tuple[DimTerm, ...]) -> tuple[DimTerm, ...]:
+        """`ds` substituted; itself when every axis is a known size (no copy: hot)."""
+        for d in ds:
+            if type(d) is not Dim:
+                sub = self.subst_dim
+                return tuple([d if type(d) is Dim else sub(d) for d in ds])
+        return ds
+
     # ---- pending constraints -------------------------------------------------------
 
-    def stash(self, c: Constraint) -> None:
-        """Park a constraint until one of its variables is bound."""
+    def stash(self, c: Constraint, *, substituted: bool = False) -> None:
+        """Park a constraint until one of its variables is bound (`substituted`: its terms
+        are already read through the current bindings)."""
         cid = fresh_id()
-        self.put(self._stuck, cid, c)
         keys: set[tuple[str, int]] = set()
-        constraint_vars(c, keys, self)
+        constraint_vars(c, keys, None if substituted else self)
+        stuck, watch, trail, new = self._stuck, self._watch, self._trail, frozenset((cid,))
+        if trail is not None:  # (`put`, inlined: hot)
+            trail.append((stuck, cid, _MISSING))
+        stuck[cid] = c
         for key in keys:
-            self.put(self._watch, key, self._watch.get(key, frozenset()) | {cid})
+            old = watch.get(key)
+            if trail is not None:
+                trail.append((watch, key, _MISSING if old is None else old))
+            watch[key] = new if old is None else old | new
 
     def _wake(self, key: tuple[str, int]) -> None:
-        for cid in sorted(self._take(self._watch, key) or ()):
-            c = self._take(self._stuck, cid)
+        cids = self._take(self._watch, key)
+        if not cids:
+            return
+        stuck, queue, take = self._stuck, self.queue, self._take
+        for cid in sorted(cids) if len(cids) > 1 else cids:
+            c = take(stuck, cid)
             if c is not None:
-                self.queue.append(c)
+                queue.append(c)
 
     def stuck_watching(self, key: tuple[str, int]) -> list[tuple[int, Constraint]]:
         """The pending constraints (with their ids) that mention a variable ("d"/"r", id)."""
@@ -255,12 +310,13 @@ class SolverState:
     # ---- binding -------------------------------------------------------------------
 
     def bind_dim(self, v: DimVar, t: DimTerm, origin: Origin) -> None:
-        if isinstance(t, DimVar) and t.id == v.id:
-            return
-        occ: set[tuple[str, int]] = set()
-        dim_vars(t, occ)
-        if ("d", v.id) in occ:
-            raise conflict(origin, f"dimension {show_dim(v)} would contain itself")
+        if type(t) is not Dim:  # (a known size contains no variable)
+            if isinstance(t, DimVar) and t.id == v.id:
+                return
+            occ: set[tuple[str, int]] = set()
+            dim_vars(t, occ)
+            if ("d", v.id) in occ:
+                raise conflict(origin, f"dimension {show_dim(v)} would contain itself")
         self.put(self.dims, v.id, t)
         self._wake(("d", v.id))
 

@@ -166,5 +166,7 @@ def row_vars(r: Row, out: set[tuple[str, int]]) -> None:
     """Add the variables of `r` to `out`: ("r", id) for its row variable, dims as ("d", id)."""
     if r.var is not None:
         out.add(("r", r.var.id))
-    for d in r.beg + r.dims:
-        dim_vars(d, out)
+    for part in (r.beg, r.dims):
+        for d in part:
+            if type(d) is not Dim:  # (a known size has none: no call)
+                dim_vars(d, out)

@@ -55,9 +55,13 @@ class LazyBuilders:
         self._target: object | None = None
 
     def __getattr__(self, name: str) -> Any:
+        return getattr(self.resolved(), name)
+
+    def resolved(self) -> object:
+        """The builder module itself (imported now if it was not yet)."""
         if self._target is None:
             self._target = importlib.import_module(self._path)
-        return getattr(self._target, name)
+        return self._target
 
 
 class _DialectGlobals(dict[str, Any]):
@@ -166,7 +170,12 @@ def _build(func: types.FunctionType, kind: str, namespace: object) -> types.Func
     new_code, spans = _compiled(func, kind)
     # The library's own dialect functions (op_asn/grad_asn of built-in operations) report
     # their errors at the user's call that built the operation, not at their own lines.
-    table: tuple[Span | None, ...] = (None,) * len(spans) if _own(func) else spans
+    own = _own(func)
+    table: tuple[Span | None, ...] = (None,) * len(spans) if own else spans
+    if own and isinstance(namespace, LazyBuilders):
+        # built at its first call (`_deferred`): the package is loaded by then, so its
+        # body reads the builder module directly, not through `__getattr__` (hot)
+        namespace = namespace.resolved()
     cells = dict(zip(func.__code__.co_freevars, func.__closure__ or (), strict=True))
     closure = tuple(cells[name] for name in new_code.co_freevars)
     new_fn = types.FunctionType(

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import ArgumentError
+from ..errors import ArgumentError, at, user_span
 from ..lowering.gc_pause import gc_paused
 from ..naming import state_code
 from ..rewrite import make_decorator
@@ -62,7 +62,9 @@ def adam_update(loss: Tensor, *, learning_rate: Any = 1e-3,
     check_max_grad_norm("adam_update", max_grad_norm)
     params = trainable(loss)
     clip = Code() if max_grad_norm is None else clip_grad_norm(params, max_grad_norm)
-    with gc_paused():  # thousands of small objects that all survive: collect once after
+    # thousands of small objects that all survive: collect once after; every assignment
+    # is located at the caller's line (as each would find it): looked up once, not per one
+    with gc_paused(), at(user_span()):
         updates = concat(state_code(p, adam_one, p, learning_rate, beta1, beta2, eps, weight_decay)
                          for p in params)
     return (rate_code(learning_rate) + clip + updates

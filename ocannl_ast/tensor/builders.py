@@ -94,7 +94,10 @@ class _Leaves:
 
     def expr(self, x: Any) -> A.RhsExpr:
         if isinstance(x, PrimCall):
-            return A.Prim(x.op, tuple(self.expr(a) for a in x.args))
+            args = []  # (a loop, not a generator: hot)
+            for a in x.args:
+                args.append(self.expr(a))
+            return A.Prim(x.op, tuple(args))
         if isinstance(x, bool | int | float):
             return A.Lit(float(x))
         if isinstance(x, StaticIndex):
@@ -148,12 +151,13 @@ def accum(lhs: Any, op: str, rhs: Any, *, logic: str | None = None,
     leaves = _Leaves()
     expr = leaves.expr(rhs)
     ctx = current_record.get()
-    owned = {id(t) for t in ([ctx.result, *ctx.operands] if ctx else [])}
     embedded: dict[int, Tensor] = {}
     for r in leaves.refs:
-        if r.kind is NodeKind.VALUE and id(r.tensor) not in owned:
-            embedded.update(r.tensor.embed())
-    pre = forward_code(embedded)
+        t = r.tensor
+        if r.kind is NodeKind.VALUE and (
+                ctx is None or (t is not ctx.result and all(t is not o for o in ctx.operands))):
+            embedded.update(t.embed())
+    pre = forward_code(embedded) if embedded else Code()
     if projections is not None and logic is None:
         slots = tuple(-1 if r.slot is None else r.slot for r in (target, *leaves.refs))
         item = AccumItem(target, acc, init, expr, tuple(leaves.refs), projections, slots, label)

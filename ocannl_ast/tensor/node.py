@@ -141,7 +141,7 @@ class Tensor:
         return self.shape.dims()
 
     def layout_rows(self) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
-        return self.shape.batch, self.shape.output, self.shape.input
+        return self.shape.layout_rows()
 
     def buffer(self, kind: NodeKind = NodeKind.VALUE,
                layout: Mapping[int, Margins] | None = None) -> Buffer:
@@ -414,10 +414,10 @@ class Code:
 
 
 def concat(codes: Iterable[Code]) -> Code:
-    out: tuple[Item, ...] = ()
+    out: list[Item] = []  # (not `+=` on a tuple: quadratic over an optimizer's many codes)
     for c in codes:
-        out += c.items
-    return Code(out)
+        out.extend(c.items)
+    return Code(tuple(out))
 
 
 def item_refs(it: Item) -> tuple[NodeRef, ...]:

@@ -235,10 +235,12 @@ def _assignment(it: Item, table: Mapping[OpRecord, A.Projections],
             if it.slots is not None:
                 p = _view(p, it)
             check_plain_set(it, p, table[it.record])
-            p = _shift_into_margins(p, it, layout)
+            margins = [_margins(r, layout) for r in (it.lhs, *it.rhs)]
+            if any(margins):
+                p = _shift_into_margins(p, margins)
             return A.Accum(lhs, it.accum, it.initialize_neutral, it.expr,
                            views.buffers_of(it.rhs, layout), p, it.label,
-                           tuple(_margins(r, layout) for r in it.rhs), _margin_value(it))
+                           tuple(margins[1:]), _margin_value(it))
         case FetchItem(node=n, op=op):
             return A.Fetch(views.target(None, n, layout),
                            op.resolve() if isinstance(op, EmbedDim) else op, _margins(n, layout))
@@ -280,17 +282,13 @@ def _margins(ref: NodeRef, layout: Mapping[int, Margins]) -> Margins:
     return layout.get(buffer_id(ref.tensor, ref.kind), ())
 
 
-def _shift_into_margins(p: A.Projections, it: AccumItem,
-                        layout: Mapping[int, Margins]) -> A.Projections:
+def _shift_into_margins(p: A.Projections, margins: list[Margins]) -> A.Projections:
     """Index maps over buffers: a padded axis's index moves right by its left margin, dims
-    are the buffer's (the logical shape plus the margins)."""
-    refs = (it.lhs, *it.rhs)
-    if not any(_margins(r, layout) for r in refs):
-        return p
+    are the buffer's (the logical shape plus the margins); `margins`: the assignment's
+    buffers' (its target's, then its operands')."""
     maps = []
-    for i, ref in enumerate(refs):
+    for i, m in enumerate(margins):
         index, dims = p.slot(i)
-        m = _margins(ref, layout)
         if m:
             index = tuple(_shift(ix, lo) for ix, (lo, _) in zip(index, m, strict=True))
             dims = padding.padded_dims(dims, m)

@@ -26,6 +26,8 @@ def check_plain_set(it: AccumItem, p: A.Projections, record_p: A.Projections) ->
     if it.accum is not BinOp.ARG2 or not it.initialize_neutral:
         return
     written = _symbols(p.lhs)
+    if all(n <= 1 or s in written for s, n in p.product):
+        return  # (the common case: it writes along every iterator)
     args = _args(it.expr)
     if any(r.tensor is it.lhs.tensor and r.kind is it.lhs.kind
            for k, r in enumerate(it.rhs) if k in args):
