@@ -65,9 +65,25 @@ def _positions(code: types.CodeType) -> _Positions:
     return table
 
 
+#: (code, instruction offset, line) -> its span: a call site is located once (most are
+#: reached again and again: a layer applied in a loop, an optimizer over every parameter)
+_SPANS: dict[tuple[types.CodeType, int, int], Span] = {}
+_SPANS_MAX = 8192
+
+
 def frame_span(frame: types.FrameType) -> Span:
     """Where `frame` is now: its line and, from the code's position table (Python 3.11+),
     the column and text of the expression being evaluated (the call or operator)."""
+    key = (frame.f_code, frame.f_lasti, frame.f_lineno)
+    hit = _SPANS.get(key)
+    if hit is None:
+        if len(_SPANS) >= _SPANS_MAX:
+            _SPANS.clear()
+        hit = _SPANS[key] = _locate(frame)
+    return hit
+
+
+def _locate(frame: types.FrameType) -> Span:
     code = frame.f_code
     line, col, text = frame.f_lineno, 0, None
     table = _positions(code)
