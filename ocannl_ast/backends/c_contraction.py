@@ -30,6 +30,7 @@ kernel's definitions and `-fopenmp` when some call is large enough to use thread
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import os
 from collections.abc import Callable
@@ -111,7 +112,10 @@ class Access:
     offset: int
 
     def coeff(self, sym: Symbol) -> int:
-        return dict(self.coeffs).get(sym, 0)
+        for s, c in self.coeffs:  # a few pairs: a scan beats building a dict (hot)
+            if s is sym or s == sym:
+                return c
+        return 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -397,8 +401,13 @@ def _table(p: Plan) -> list[int]:
 def _call_table(p: Plan) -> str:
     """The call's table as C initializer text: its offset tables themselves when small
     enough (`precomputed`), else their description."""
-    d = _table(p)
-    return ", ".join(map(str, precomputed(d, p.x2 is not None, p.y2 is not None) or d))
+    return _table_text(tuple(_table(p)), p.x2 is not None, p.y2 is not None)
+
+
+@functools.lru_cache(maxsize=512)
+def _table_text(d: tuple[int, ...], has_x2: bool, has_y2: bool) -> str:
+    """`_call_table`'s text of the descriptor `d` (a deep model's calls repeat a few)."""
+    return ", ".join(map(str, precomputed(d, has_x2, has_y2) or d))
 
 
 def _batch_table(p: Plan) -> list[int]:

@@ -33,7 +33,7 @@ MIN_LINES = 3
 
 _MARK = re.compile(r"( \+ )?\x01(\d+)\x01")
 _SLOT = re.compile(r"( \+ )?\x02(\d+)\x02")
-_TOKEN = re.compile(r"\x01(\d+)\x01|\b[A-Za-z_]\w*\b")
+_TOKEN = re.compile(r"(\x01\d+\x01|\b[A-Za-z_]\w*\b)")
 #: the renderer's names of loop counters, scalar locals and local arrays (`c_lanes`,
 #: `c_reorder`): declared inside the statement that uses them
 _LOCAL = re.compile(r"i\d+|l_\w+|ocannl_(?:lane|red)\w*")
@@ -72,9 +72,18 @@ def _offset(value: int, lead: bool) -> str:
 def literal(lines: Sequence[str], marks: Sequence[tuple[str, int]]) -> list[str]:
     """The statement's lines with each offset mark back as its number: the text the renderer
     gives without marks."""
-    def sub(m: re.Match[str]) -> str:
-        return _offset(marks[int(m.group(2))][1], m.group(1) is not None)
-    return [_MARK.sub(sub, ln) if "\x01" in ln else ln for ln in lines]
+    if not marks:
+        return list(lines)
+    out = []
+    for ln in lines:
+        if "\x01" in ln:
+            pieces = _MARK.split(ln)  # [text, lead, mark, text, lead, mark, ..., text]
+            for j in range(1, len(pieces), 3):
+                pieces[j] = _offset(marks[int(pieces[j + 1])][1], pieces[j] is not None)
+                pieces[j + 1] = ""
+            ln = "".join(pieces)
+        out.append(ln)
+    return out
 
 
 @dataclass(slots=True)
@@ -91,14 +100,13 @@ def _canon(nest: Nest, types: dict[str, str], statics: frozenset[str]) -> _Canon
     locs: dict[str, str] = {}
     slots: dict[tuple[str, int], int] = {}
     seen: dict[str, str] = {}  #: word -> its replacement (itself if kept)
-
-    def sub(m: re.Match[str]) -> str:
-        word = m.group(0)
-        got = seen.get(word)
-        if got is not None:
-            return got
+    # one split of the whole text: [text, token, text, token, ..., text]; each distinct
+    # token renamed once, in order of first appearance
+    pieces = _TOKEN.split("\n".join(nest.lines))
+    tokens = pieces[1::2]
+    for word in dict.fromkeys(tokens):
         if word[0] == "\x01":
-            mark = nest.marks[int(m.group(1))]
+            mark = nest.marks[int(word[1:-1])]
             slot = slots.get(mark)
             if slot is None:
                 slot = slots[mark] = len(slots)
@@ -112,9 +120,8 @@ def _canon(nest: Nest, types: dict[str, str], statics: frozenset[str]) -> _Canon
         else:
             got = word
         seen[word] = got
-        return got
-
-    text = _TOKEN.sub(sub, "\n".join(nest.lines))
+    pieces[1::2] = [seen[w] for w in tokens]
+    text = "".join(pieces)
     order = list(bufs)
     pos = {name: k for k, name in enumerate(order)}
     return _Canon((text, tuple(types[b] for b in order)), order, list(stats),

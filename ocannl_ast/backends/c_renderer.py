@@ -57,6 +57,8 @@ __all__ = ["CRenderer", "has_loop", "is_word", "strip_outer", "unique_name"]
 
 
 _PARENS = re.compile(r"[()]")
+#: row-major strides by extents (`CRenderer.cell`)
+_STRIDES: dict[tuple[int, ...], tuple[int, ...]] = {}
 
 
 def strip_outer(text: str) -> str:
@@ -148,6 +150,9 @@ class CRenderer:
     #: names of parameters, statics and local arrays, for `fresh` (made on its first call)
     fresh_taken: set[str] | None = None
     fresh_next: dict[str, int] = field(default_factory=dict)  #: stem -> next k to try
+    #: loads and stores of the routine's precision convert nothing (float32, float64 cells,
+    #: the dialect's own `CSyntax.load` and `store`): the renderer skips asking
+    plain: bool = False
 
     def __post_init__(self) -> None:
         self.foreign = frozenset(b for b in self.prog.buffers
@@ -159,6 +164,10 @@ class CRenderer:
         self.lanes = self.syntax.reorder_loops and c_lanes.enabled() and not half
         self.words = self.syntax.words(self.prog.precision)
         self.params = frozenset(self.prog.buffers)
+        syntax_type = type(self.syntax)
+        self.plain = (self.prog.precision in (Precision.FLOAT32, Precision.FLOAT64)
+                      and syntax_type.load is CSyntax.load
+                      and syntax_type.store is CSyntax.store)
         taken: set[str] = set()
         for buf in self.prog.buffers:
             self.buffers[buf] = unique_name(c_ident(buf.name), taken)
@@ -202,16 +211,22 @@ class CRenderer:
     def affine(self, terms: dict[Symbol, int], offset: int) -> str:
         """``4*i0 + i1 - 1``: integer (int64) C text of an affine combination."""
         parts: list[str] = []
+        symbols, used = self.symbols, self.used_symbols
         for sym, coeff in terms.items():
             if coeff != 0:
-                name = self.sym(sym)
-                term = name if abs(coeff) == 1 else f"{abs(coeff)}*{name}"
-                sign = "-" if coeff < 0 else ("+" if parts else "")
-                parts.append(f"{sign} {term}" if parts else f"{sign}{term}")
+                name = symbols.get(sym)
+                if name is None:
+                    name = self.sym(sym)  # raises
+                used.add(sym)
+                term = name if coeff == 1 or coeff == -1 else f"{abs(coeff)}*{name}"
+                if parts:
+                    parts.append(f"- {term}" if coeff < 0 else f"+ {term}")
+                else:
+                    parts.append(f"-{term}" if coeff < 0 else term)
         if not parts:
-            parts.append(str(offset))
-        elif offset != 0:
-            parts.append(f"{'-' if offset < 0 else '+'} {abs(offset)}")
+            return str(offset)
+        if offset != 0:
+            parts.append(f"- {-offset}" if offset < 0 else f"+ {offset}")
         return " ".join(parts)
 
     def index(self, e: IndexExpr) -> str:
@@ -223,13 +238,25 @@ class CRenderer:
 
     def cell(self, buf: Buffer, index: tuple[IndexExpr, ...]) -> str:
         """Row-major flat offset of a cell, folded into one affine expression."""
-        if buf not in self.buffers:
+        name = self.buffers.get(buf)
+        if name is None:
             raise BackendError(f"{self.prog.name}: buffer {buf.name!r} is not a parameter")
-        if len(index) != len(buf.dims):
+        dims = buf.dims
+        if len(index) != len(dims):
             raise BackendError(f"{self.prog.name}: {len(index)} indices for {buf.name!r}")
-        terms, offset = flat_terms(buf.dims, index)
+        # `nests.flat_terms`, the strides of `dims` computed once (a hot path of rendering)
+        strides = _STRIDES.get(dims)
+        if strides is None:
+            strides = _STRIDES[dims] = tuple(math.prod(dims[k + 1:]) for k in range(len(dims)))
+        terms: dict[Symbol, int] = {}
+        offset = 0
+        for e, stride in zip(index, strides):
+            for coeff, sym in e.terms:
+                terms[sym] = terms.get(sym, 0) + coeff * stride
+            offset += e.offset * stride
         self.used_buffers.add(buf)
-        name = f"(({U4}*){self.buffers[buf]})" if buf.uint4x32 else self.buffers[buf]
+        if buf.uint4x32:
+            name = f"(({U4}*){name})"
         marks = self.offset_marks
         if marks is None or buf not in self.params:
             return self.syntax.cell(name, self.affine(terms, offset))
@@ -251,8 +278,8 @@ class CRenderer:
             case Const(value=v):
                 return self.syntax.const(v, self.prog.precision)
             case Get(buffer=buf, index=index):
-                if buf.uint4x32:
-                    return self.cell(buf, index)
+                if buf.uint4x32 or (self.plain and buf.precision is None):
+                    return self.cell(buf, index)  # stored as computed: no conversion
                 return self.converted(self.syntax.load(
                     storage(buf, self.prog.precision), self.cell(buf, index),
                     self.prog.precision.compute))
@@ -303,11 +330,15 @@ class CRenderer:
             case Seq(stmts=stmts):
                 self.seq(stmts, depth, out)
             case ForLoop(symbol=sym, extent=extent, body=body, threads=th):
-                self.for_loop(sym, extent, body, depth, out, th)
+                self.for_loop(sym, extent, body, depth, out, th, s)
             case SetCell(buffer=buf, index=index, value=value):
-                text = (self.word(value) if buf.uint4x32
-                        else self.converted(self.syntax.store(self.storage(buf),
-                                                              self.value(value))))
+                if buf.uint4x32:
+                    text = self.word(value)
+                elif self.plain and buf.precision is None:
+                    text = self.value(value)  # stored as computed: no conversion
+                else:
+                    text = self.converted(self.syntax.store(self.storage(buf),
+                                                            self.value(value)))
                 out.append(f"{pad}{self.cell(buf, index)} = {strip_outer(text)};")
             case SetFromVec(buffer=buf, vector=vec, value=value, length=n):
                 self.helpers.update(("u4", "vec_uniform"))
@@ -347,16 +378,17 @@ class CRenderer:
                 self.stmt(sub, depth, out)
 
     def for_loop(self, sym: Symbol, extent: int, body: Stmt, depth: int, out: list[str],
-                 threads: int = 1) -> None:
+                 threads: int = 1, node: ForLoop | None = None) -> None:
         """A loop: a contraction kernel call or a reordered nest where the dialect allows
         and they apply, else a plain ``for`` (after `syntax.inner_loop_pragma` if innermost).
         A loop marked for `threads` > 1 runs on OpenMP threads where the dialect has the C
         backend's kernels (then compiled with -fopenmp): its own parallel loop, or with
         `team` a worksharing loop of the routine's region. It stays serial where the kernel
         takes one of its inner loops (a kernel call sums with other roundings than the loop
-        it replaces; the same nest must give the same bits at any thread count).
+        it replaces; the same nest must give the same bits at any thread count). `node`:
+        the loop itself, when the caller has it (its facts are then memoized by identity).
         """
-        loop = ForLoop(sym, extent, body)
+        loop = node if node is not None else ForLoop(sym, extent, body, threads)
         # a nest converting storage runs as plain loops (no kernel, reordering, lanes, threads)
         plain = bool(self.foreign) and not self.foreign.isdisjoint(reads(body) | writes(body))
         kernels = None if self.in_parallel or plain else self.kernels
@@ -368,8 +400,7 @@ class CRenderer:
         if not par and not plain and self.reorder and c_reorder.render(self, loop, depth, out,
                                                                        self.lanes):
             return
-        if not par and not plain and self.lanes and c_lanes.render(
-                self, ForLoop(sym, extent, body, threads), depth, out):
+        if not par and not plain and self.lanes and c_lanes.render(self, loop, depth, out):
             return
         if sym not in self.symbols:
             self.symbols[sym] = f"i{self.n_iters}"
