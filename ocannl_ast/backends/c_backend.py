@@ -39,8 +39,11 @@ from ocannl_ast.lowering.loop_ir import (
     CheckIndex,
     Comment,
     DeclLocal,
+    Fill,
     LoopProgram,
     Precision,
+    SetCell,
+    SetFromVec,
     SetLocal,
     Symbol,
 )
@@ -123,8 +126,10 @@ def _parts(r: CRenderer, budget: int, prefix: str = "") -> tuple[list[_Part], li
         before = r.team_units
         r.seq((u,), 1, lines)
         is_team = r.team_units > before
-        index_checks = any(isinstance(x, CheckIndex) for x in stmt_nodes(u))
-        written = frozenset(r.buffers[b] for b in writes(u) if b in buf_pos)
+        kinds = set(map(type, stmt_nodes(u)))
+        index_checks = CheckIndex in kinds
+        written = frozenset(r.buffers[b] for b in writes(u) if b in buf_pos) \
+            if not kinds.isdisjoint(_WRITING) else frozenset()
         nest = Nest(lines, r.offset_marks or [], written, not (is_team or r.checked))
         rendered.append((nest, r.used_buffers, r.used_symbols, r.checked, is_team,
                          index_checks))
@@ -172,6 +177,10 @@ def _parts(r: CRenderer, budget: int, prefix: str = "") -> tuple[list[_Part], li
     return parts, shared
 
 
+#: the statements that write a buffer's cells (`walk.writes`)
+_WRITING = frozenset({SetCell, Fill, SetFromVec})
+
+
 def _trailing_comments(lines: list[str]) -> list[str]:
     """Remove and return the comment lines that end `lines`."""
     k = len(lines)
@@ -208,13 +217,20 @@ def _code_lines(body: tuple[str, ...]) -> int:
 #: tanh, log), in lines of loop nests (-O2: about 47 ms against 0.6 ms a line and 5 ms a
 #: loop, fitted over a transformer step's functions).
 HELPER_CALL_LINES = 75
-_HEAVY_CALL = re.compile(r"\bocannl_(?:exp|expm1|tanh|log)_[fd]\(")
+#: a call of one, where no word character precedes it (`_weight` checks: a pattern starting
+#: with the literal is searched much faster than one starting with ``\b``)
+_HEAVY_CALL = re.compile(r"ocannl_(?:exp|expm1|tanh|log)_[fd]\(")
 
 
 def _weight(body: Sequence[str]) -> int:
     """What gcc spends on a function, in lines: its lines of code (`_code_lines`), plus
     `HELPER_CALL_LINES` per call of an inlined transcendental helper."""
-    heavy = sum(len(_HEAVY_CALL.findall(ln)) for ln in body if "ocannl_" in ln)
+    text = "\n".join(body)
+    heavy = 0
+    for m in _HEAVY_CALL.finditer(text):
+        k = m.start()
+        if k == 0 or not (text[k - 1].isalnum() or text[k - 1] == "_"):  # at a word start
+            heavy += 1
     return _code_lines(tuple(body)) + HELPER_CALL_LINES * heavy
 
 

@@ -30,10 +30,9 @@ kernel's definitions and `-fopenmp` when some call is large enough to use thread
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -153,11 +152,13 @@ class Plan:
 # ---- recognising ---------------------------------------------------------------------
 
 
-def _access(buf: Buffer, index: tuple[IndexExpr, ...], known: set[Symbol]) -> Access | None:
+def _access(buf: Buffer, index: tuple[IndexExpr, ...], own: set[Symbol],
+            bound: Container[Symbol]) -> Access | None:
+    """The access, when every symbol of its index is `own` or `bound`."""
     if buf.uint4x32 or len(index) != len(buf.dims):
         return None
     coeffs, offset = flat_terms(buf.dims, index)
-    if any(sym not in known for sym in coeffs):
+    if any(sym not in own and sym not in bound for sym in coeffs):
         return None
     return Access(buf, tuple((s, c) for s, c in coeffs.items() if c != 0), offset)
 
@@ -216,9 +217,10 @@ def _match_local(loop: ForLoop) -> tuple[ReductionNest, SetCell, Expr, bool] | N
     return (red, store[0], term, store[1]) if store is not None else None
 
 
-def match(loop: ForLoop, bound: frozenset[Symbol]) -> Contraction | None:
+def match(loop: ForLoop, bound: Container[Symbol]) -> Contraction | None:
     """The contraction `loop` computes, or None; `bound`: the static arguments and enclosing
-    iterators its indices may use as constants. Example: the nest of ``ij;jk=>ik``."""
+    iterators its indices may use as constants (a set, or the renderer's names by symbol).
+    Example: the nest of ``ij;jk=>ik``."""
     outer, body = peel(loop)
     if isinstance(body, SetCell):
         term_or_none = _sum_with(body.value, lambda t: t == Get(body.buffer, body.index))
@@ -234,11 +236,10 @@ def match(loop: ForLoop, bound: frozenset[Symbol]) -> Contraction | None:
     reads = _factors(term)
     loops = [*outer, *red]
     own = {s for s, _ in loops}  # (a sibling nest before may have bound the same symbols)
-    known = own | bound
     if reads is None or len(reads) < 2 or len(own) != len(loops):
         return None
-    out = _access(cell.buffer, cell.index, known)
-    factors = [_access(g.buffer, g.index, known) for g in reads]
+    out = _access(cell.buffer, cell.index, own, bound)
+    factors = [_access(g.buffer, g.index, own, bound) for g in reads]
     if out is None or any(f is None or f.buffer == out.buffer for f in factors):
         return None
     if not red:  # the all-loops form: the loops c does not use are the reduction
@@ -322,6 +323,8 @@ class KernelUse:
     threads: int = field(default_factory=threads_setting)
     calls: int = 0
     parallel: bool = False
+    #: the calls' table texts by descriptor (`_call_table`)
+    tables: dict[tuple[tuple[int, ...], bool, bool], str] = field(default_factory=dict)
 
     def definitions(self, words: dict[str, str]) -> list[str]:
         return kernel_c(words[Word.TYPE], words[Word.SUFFIX]) if self.calls else []
@@ -329,7 +332,7 @@ class KernelUse:
     def flags(self) -> tuple[str, ...]:
         return ("-fopenmp",) if self.parallel else ()
 
-    def takes(self, r: Renderer, loop: ForLoop, bound: frozenset[Symbol]) -> Plan | None:
+    def takes(self, r: Renderer, loop: ForLoop, bound: Container[Symbol]) -> Plan | None:
         """The plan of the kernel call `render` would make of `loop`, or None."""
         found = match(loop, bound)
         p = plan(found) if found is not None else None
@@ -349,7 +352,7 @@ class KernelUse:
         the routine's parallel region (`r.team`) a threaded call at the top of a part is
         made by the whole team (`c_contraction_threads`) and records its error code in
         ``ocannl_err`` instead of returning; a call inside a statement runs on one thread."""
-        p = self.takes(r, loop, frozenset(r.symbols))
+        p = self.takes(r, loop, r.symbols)  # (the symbols named so far: bound)
         if p is None:
             return False
         batched = bool(p.batch) and p.scale is None
@@ -366,8 +369,8 @@ class KernelUse:
         r.checks.setdefault(OOM_CODE, "out of memory for a contraction kernel's buffers")
         fail = f"ocannl_err = {OOM_CODE};" if team else f"return {OOM_CODE};"
         r.checked = True  # the call returns OOM_CODE when its panels cannot be allocated
-        out.extend(_batched_call_text(r, p, name, nthreads, depth, fail) if batched
-                   else _call_text(r, p, name, nthreads, depth, fail))
+        out.extend(_batched_call_text(r, p, name, nthreads, depth, fail, self.tables)
+                   if batched else _call_text(r, p, name, nthreads, depth, fail, self.tables))
         return True
 
 
@@ -398,16 +401,16 @@ def _table(p: Plan) -> list[int]:
     return d
 
 
-def _call_table(p: Plan) -> str:
+def _call_table(p: Plan, memo: dict[tuple[tuple[int, ...], bool, bool], str]) -> str:
     """The call's table as C initializer text: its offset tables themselves when small
-    enough (`precomputed`), else their description."""
-    return _table_text(tuple(_table(p)), p.x2 is not None, p.y2 is not None)
-
-
-@functools.lru_cache(maxsize=512)
-def _table_text(d: tuple[int, ...], has_x2: bool, has_y2: bool) -> str:
-    """`_call_table`'s text of the descriptor `d` (a deep model's calls repeat a few)."""
-    return ", ".join(map(str, precomputed(d, has_x2, has_y2) or d))
+    enough (`precomputed`), else their description. `memo`: the texts made so far for the
+    routine, by descriptor (a deep model's calls repeat a few)."""
+    key = (tuple(_table(p)), p.x2 is not None, p.y2 is not None)
+    text = memo.get(key)
+    if text is None:
+        d = key[0]
+        text = memo[key] = ", ".join(map(str, precomputed(d, key[1], key[2]) or d))
+    return text
 
 
 def _batch_table(p: Plan) -> list[int]:
@@ -434,10 +437,10 @@ def _base(r: Renderer, a: Access | None, p: Plan, batched: bool = False) -> str:
 
 
 def _call_text(r: Renderer, p: Plan, name: str, nthreads: int, depth: int,
-               fail: str) -> list[str]:
+               fail: str, tables: dict[tuple[tuple[int, ...], bool, bool], str]) -> list[str]:
     pad = "  " * depth
     lines = [f"{pad}/* {_describe(p)} */", pad + "{",
-             f"{pad}  static const int64_t {name}[] = {{{_call_table(p)}}};"]
+             f"{pad}  static const int64_t {name}[] = {{{_call_table(p, tables)}}};"]
     inner = depth + 1
     for s, e in p.batch:
         r.symbols[s] = f"i{r.n_iters}"
@@ -457,15 +460,16 @@ def _call_text(r: Renderer, p: Plan, name: str, nthreads: int, depth: int,
     return [*lines, pad + "}"]
 
 
-def _batched_call_text(r: Renderer, p: Plan, name: str, nthreads: int,
-                       depth: int, fail: str) -> list[str]:
+def _batched_call_text(r: Renderer, p: Plan, name: str, nthreads: int, depth: int,
+                       fail: str, tables: dict[tuple[tuple[int, ...], bool, bool], str]
+                       ) -> list[str]:
     """One call over all of the batch loops (the offset tables built once per call)."""
     pad = "  " * depth
     args = ", ".join([*(_base(r, a, p, True) for a in (p.x, p.x2, p.y, p.y2, p.c.out)),
                       str(int(p.c.accumulate)), str(nthreads), name, f"{name}b"])
     batch = _batch_table(p)
     return [f"{pad}/* {_describe(p)} */", pad + "{",
-            f"{pad}  static const int64_t {name}[] = {{{_call_table(p)}}};",
+            f"{pad}  static const int64_t {name}[] = {{{_call_table(p, tables)}}};",
             f"{pad}  static const int64_t {name}b[] = {{{', '.join(map(str, batch))}}};",
             f"{pad}  if (ocannl_mm_runb_{r.words[Word.SUFFIX]}({args})) {fail}",
             pad + "}"]

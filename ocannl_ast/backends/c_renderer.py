@@ -50,8 +50,7 @@ from ocannl_ast.lowering.loop_ir import (
     UnOp,
     storage,
 )
-from ocannl_ast.lowering.nests import flat_terms
-from ocannl_ast.lowering.walk import reads, stmt_nodes, writes
+from ocannl_ast.lowering.walk import reads, writes
 
 __all__ = ["CRenderer", "has_loop", "is_word", "strip_outer", "unique_name"]
 
@@ -97,7 +96,14 @@ def is_word(e: Expr) -> bool:
 
 def has_loop(s: Stmt) -> bool:
     """Whether `s` contains a loop (a loop around `s` is not innermost)."""
-    return any(isinstance(x, ForLoop) for x in stmt_nodes(s))
+    stack = [s]  # (stops at the first loop: the body of an outer loop starts with one)
+    while stack:
+        x = stack.pop()
+        if isinstance(x, ForLoop):
+            return True
+        if isinstance(x, Seq):
+            stack += x.stmts
+    return False
 
 
 @dataclass(slots=True)
@@ -153,6 +159,7 @@ class CRenderer:
     #: loads and stores of the routine's precision convert nothing (float32, float64 cells,
     #: the dialect's own `CSyntax.load` and `store`): the renderer skips asking
     plain: bool = False
+    buffer_types: dict[Buffer, str] = field(default_factory=dict)  #: `buffer_type`'s answers
 
     def __post_init__(self) -> None:
         self.foreign = frozenset(b for b in self.prog.buffers
@@ -445,8 +452,12 @@ class CRenderer:
 
     def buffer_type(self, buf: Buffer) -> str:
         """The C element type of `buf`'s parameter."""
-        return self.words[Word.STORAGE] if buf.uint4x32 else \
-            self.syntax.storage_type(self.storage(buf))
+        text = self.buffer_types.get(buf)
+        if text is None:
+            text = self.buffer_types[buf] = (
+                self.words[Word.STORAGE] if buf.uint4x32
+                else self.syntax.storage_type(self.storage(buf)))
+        return text
 
     def converted(self, text_helper: tuple[str, str | None]) -> str:
         """The text of a load or store conversion (`CSyntax.load`), recording its helper."""
