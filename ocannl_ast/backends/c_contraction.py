@@ -56,8 +56,8 @@ from ocannl_ast.lowering.loop_ir import (
     Stmt,
     Symbol,
 )
-from ocannl_ast.lowering.nests import ReductionNest, flat_terms, match_reduction, peel
-from ocannl_ast.lowering.walk import Loop, fold_expr, scoped
+from ocannl_ast.lowering.nests import ReductionNest, match_reduction, peel
+from ocannl_ast.lowering.walk import Loop, scoped
 
 #: Smallest multiply-add count (M*N*K of one call) rendered as a kernel call.
 MIN_WORK = C_KERNEL_MIN_WORK  #: one threshold with the lowering's epilogue fusion
@@ -152,31 +152,48 @@ class Plan:
 # ---- recognising ---------------------------------------------------------------------
 
 
+#: row-major strides by extents (`flat`)
+_STRIDES: dict[tuple[int, ...], tuple[int, ...]] = {}
+
+
+def flat(dims: tuple[int, ...], index: tuple[IndexExpr, ...]) -> tuple[dict[Symbol, int], int]:
+    """`nests.flat_terms` (the same terms in the same order), the strides of `dims` kept
+    (a hot path of rendering: every cell and kernel operand)."""
+    strides = _STRIDES.get(dims)
+    if strides is None:
+        strides = _STRIDES[dims] = tuple(math.prod(dims[k + 1:]) for k in range(len(dims)))
+    terms: dict[Symbol, int] = {}
+    offset = 0
+    for e, stride in zip(index, strides):
+        for coeff, sym in e.terms:
+            terms[sym] = terms.get(sym, 0) + coeff * stride
+        offset += e.offset * stride
+    return terms, offset
+
+
 def _access(buf: Buffer, index: tuple[IndexExpr, ...], own: set[Symbol],
             bound: Container[Symbol]) -> Access | None:
     """The access, when every symbol of its index is `own` or `bound`."""
     if buf.uint4x32 or len(index) != len(buf.dims):
         return None
-    coeffs, offset = flat_terms(buf.dims, index)
-    if any(sym not in own and sym not in bound for sym in coeffs):
-        return None
-    return Access(buf, tuple((s, c) for s, c in coeffs.items() if c != 0), offset)
+    coeffs, offset = flat(buf.dims, index)
+    for sym in coeffs:
+        if sym not in own and sym not in bound:
+            return None
+    return Access(buf, tuple([(s, c) for s, c in coeffs.items() if c != 0]), offset)
 
 
 def _factors(e: Expr) -> list[Get] | None:
     """The reads of a product of reads (two or three of them), or None."""
-    def rule(x: Expr, kids: list[list[Get] | None]) -> list[Get] | None:
-        match x:
-            case Get():
-                return [x]
-            case Binary(op=BinOp.MUL):
-                left, right = kids
-                if left is None or right is None or len(left) + len(right) > 3:
-                    return None
-                return left + right
-            case _:
-                return None
-    return fold_expr(e, rule)
+    if e.__class__ is Get:
+        return [e]  # type: ignore[list-item]
+    if e.__class__ is not Binary or e.op is not BinOp.MUL:  # type: ignore[union-attr]
+        return None
+    left = _factors(e.lhs)  # type: ignore[union-attr]
+    right = _factors(e.rhs)  # type: ignore[union-attr]
+    if left is None or right is None or len(left) + len(right) > 3:
+        return None
+    return left + right
 
 
 def _sum_with(e: Expr, is_first: Callable[[Expr], bool]) -> Expr | None:
@@ -189,14 +206,24 @@ def _sum_with(e: Expr, is_first: Callable[[Expr], bool]) -> Expr | None:
     return None
 
 
+def _is_cell(e: Expr, buf: Buffer, index: tuple[IndexExpr, ...]) -> bool:
+    """``e == Get(buf, index)``, without making the node."""
+    return e.__class__ is Get and e.buffer == buf and e.index == index  # type: ignore[union-attr]
+
+
+def _is_local(e: Expr, name: str) -> bool:
+    """``e == GetLocal(name)``, without making the node."""
+    return e.__class__ is GetLocal and e.name == name  # type: ignore[union-attr]
+
+
 def _store(s: Stmt, acc: str) -> tuple[SetCell, bool] | None:
     """``c[i] = acc`` (False) or ``c[i] = c[i] + acc`` (True)."""
     if not isinstance(s, SetCell):
         return None
-    if s.value == GetLocal(acc):
+    if _is_local(s.value, acc):
         return s, False
-    rest = _sum_with(s.value, lambda t: t == Get(s.buffer, s.index))
-    return (s, True) if rest == GetLocal(acc) else None
+    rest = _sum_with(s.value, lambda t: _is_cell(t, s.buffer, s.index))
+    return (s, True) if rest is not None and _is_local(rest, acc) else None
 
 
 def _match_local(loop: ForLoop) -> tuple[ReductionNest, SetCell, Expr, bool] | None:
@@ -205,16 +232,16 @@ def _match_local(loop: ForLoop) -> tuple[ReductionNest, SetCell, Expr, bool] | N
     red = match_reduction(loop)
     if red is None:
         return None
-    init = red.init
-    term = _sum_with(red.step, lambda t: t == GetLocal(red.acc))
+    init, acc, store = red.init, red.acc, red.store
+    term = _sum_with(red.step, lambda t: _is_local(t, acc))
     if term is None:
         return None
-    if init == Get(red.store.buffer, red.store.index) and red.store.value == GetLocal(red.acc):
-        return red, red.store, term, True  # acc = c[i]; acc += ...; c[i] = acc: c += sum
+    if _is_cell(init, store.buffer, store.index) and _is_local(store.value, acc):
+        return red, store, term, True  # acc = c[i]; acc += ...; c[i] = acc: c += sum
     if not (isinstance(init, Const) and init.value == 0.0 and math.copysign(1, init.value) > 0):
         return None
-    store = _store(red.store, red.acc)
-    return (red, store[0], term, store[1]) if store is not None else None
+    found = _store(store, acc)
+    return (red, found[0], term, found[1]) if found is not None else None
 
 
 def match(loop: ForLoop, bound: Container[Symbol]) -> Contraction | None:
@@ -223,7 +250,7 @@ def match(loop: ForLoop, bound: Container[Symbol]) -> Contraction | None:
     Example: the nest of ``ij;jk=>ik``."""
     outer, body = peel(loop)
     if isinstance(body, SetCell):
-        term_or_none = _sum_with(body.value, lambda t: t == Get(body.buffer, body.index))
+        term_or_none = _sum_with(body.value, lambda t: _is_cell(t, body.buffer, body.index))
         if term_or_none is None:
             return None
         red, cell, term, accumulate = [], body, term_or_none, True

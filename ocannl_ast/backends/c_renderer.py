@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import assert_never
 
 from ocannl_ast.backends import c_lanes, c_reorder
-from ocannl_ast.backends.c_contraction import KernelUse
+from ocannl_ast.backends.c_contraction import KernelUse, flat
 from ocannl_ast.backends.c_syntax import ASCII_WORD, C, CSyntax, Word, c_ident
 from ocannl_ast.backends.c_uint4x32 import TYPE as U4
 from ocannl_ast.errors import BackendError
@@ -56,8 +56,6 @@ __all__ = ["CRenderer", "has_loop", "is_word", "strip_outer", "unique_name"]
 
 
 _PARENS = re.compile(r"[()]")
-#: row-major strides by extents (`CRenderer.cell`)
-_STRIDES: dict[tuple[int, ...], tuple[int, ...]] = {}
 
 
 def strip_outer(text: str) -> str:
@@ -251,16 +249,7 @@ class CRenderer:
         dims = buf.dims
         if len(index) != len(dims):
             raise BackendError(f"{self.prog.name}: {len(index)} indices for {buf.name!r}")
-        # `nests.flat_terms`, the strides of `dims` computed once (a hot path of rendering)
-        strides = _STRIDES.get(dims)
-        if strides is None:
-            strides = _STRIDES[dims] = tuple(math.prod(dims[k + 1:]) for k in range(len(dims)))
-        terms: dict[Symbol, int] = {}
-        offset = 0
-        for e, stride in zip(index, strides):
-            for coeff, sym in e.terms:
-                terms[sym] = terms.get(sym, 0) + coeff * stride
-            offset += e.offset * stride
+        terms, offset = flat(dims, index)
         self.used_buffers.add(buf)
         if buf.uint4x32:
             name = f"(({U4}*){name})"
