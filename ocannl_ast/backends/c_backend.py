@@ -120,6 +120,12 @@ def _parts(r: CRenderer, budget: int, prefix: str = "") -> tuple[list[_Part], li
     rendered: list[tuple[Nest, set[Buffer], set[Symbol], bool, bool, bool]] = []
     share_on = bool(prefix) and SHARE_NESTS and len(units) > 1
     for u in units:
+        if u.__class__ is Comment:  # (a third of a deep model's units: their notes)
+            note: list[str] = []
+            r.stmt(u, 1, note)
+            rendered.append((Nest(note, [], frozenset(), True), set(), set(), False, False,
+                             False))
+            continue
         r.used_buffers, r.used_symbols, r.checked = set(), set(), False
         r.offset_marks = [] if share_on else None
         lines: list[str] = []

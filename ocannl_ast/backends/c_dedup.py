@@ -94,7 +94,8 @@ class _Canon:
     slots: list[tuple[int, int]]  #: per slot: (buffer parameter position, offset)
 
 
-def _canon(nest: Nest, types: dict[str, str], statics: frozenset[str]) -> _Canon:
+def _canon(nest: Nest, types: dict[str, str], statics: frozenset[str], text: str) -> _Canon:
+    """The statement renamed (`text`: its lines joined)."""
     bufs: dict[str, str] = {}
     stats: dict[str, str] = {}
     locs: dict[str, str] = {}
@@ -102,7 +103,7 @@ def _canon(nest: Nest, types: dict[str, str], statics: frozenset[str]) -> _Canon
     seen: dict[str, str] = {}  #: word -> its replacement (itself if kept)
     # one split of the whole text: [text, token, text, token, ..., text]; each distinct
     # token renamed once, in order of first appearance
-    pieces = _TOKEN.split("\n".join(nest.lines))
+    pieces = _TOKEN.split(text)
     tokens = pieces[1::2]
     for word in dict.fromkeys(tokens):
         if word[0] == "\x01":
@@ -143,7 +144,7 @@ def share(nests: Sequence[Nest], prefix: str, types: dict[str, str],
         if (not nest.shareable or any(w in text for w in _UNSHAREABLE)
                 or _code_lines(nest.lines) < MIN_LINES):
             continue
-        canon = _canon(nest, types, statics)
+        canon = _canon(nest, types, statics, text)
         groups.setdefault(canon.key, []).append((k, canon))
     functions: list[Shared] = []
     calls: dict[int, str] = {}

@@ -303,7 +303,9 @@ class CRenderer:
 
     def num(self, e: Expr) -> str:
         """`e` as a number of the routine's precision (a uint4x32 word gives its word 0)."""
-        if not is_word(e):
+        cls = e.__class__  # `is_word`, inline (a hot path)
+        if not ((cls is Get and e.buffer.uint4x32)  # type: ignore[union-attr]
+                or (cls is Binary and e.op is BinOp.THREEFRY4X32)):  # type: ignore[union-attr]
             return self.expr(e)
         self.helpers.add("u4")
         return f"ocannl_u4_to_{self.words[Word.SUFFIX]}({strip_outer(self.expr(e))})"
