@@ -216,7 +216,7 @@ def cc_jobs() -> int:
 def _code_lines(body: tuple[str, ...]) -> int:
     """Lines of `body` gcc has work in: not its comment lines (a part's notes on virtual
     and constant tensors can be hundreds of lines)."""
-    return sum(1 for ln in body if not (ln.lstrip().startswith("/*") and ln.endswith("*/")))
+    return len(body) - sum(1 for ln in body if ln.endswith("*/") and ln.lstrip().startswith("/*"))
 
 
 #: What gcc spends on one call of an inlined transcendental helper (`c_math`: exp, expm1,
@@ -228,16 +228,17 @@ HELPER_CALL_LINES = 75
 _HEAVY_CALL = re.compile(r"ocannl_(?:exp|expm1|tanh|log)_[fd]\(")
 
 
-def _weight(body: Sequence[str]) -> int:
-    """What gcc spends on a function, in lines: its lines of code (`_code_lines`), plus
-    `HELPER_CALL_LINES` per call of an inlined transcendental helper."""
+def _weight(body: Sequence[str], code: int | None = None) -> int:
+    """What gcc spends on a function, in lines: its lines of code (`_code_lines`, or `code`
+    when counted already), plus `HELPER_CALL_LINES` per call of an inlined transcendental
+    helper."""
     text = "\n".join(body)
     heavy = 0
     for m in _HEAVY_CALL.finditer(text):
         k = m.start()
         if k == 0 or not (text[k - 1].isalnum() or text[k - 1] == "_"):  # at a word start
             heavy += 1
-    return _code_lines(tuple(body)) + HELPER_CALL_LINES * heavy
+    return (_code_lines(tuple(body)) if code is None else code) + HELPER_CALL_LINES * heavy
 
 
 def _groups(parts: list[_Part], kernel: bool, jobs: int,
@@ -248,9 +249,12 @@ def _groups(parts: list[_Part], kernel: bool, jobs: int,
     weight (`_weight`) so far. One unit when `jobs` is 1 or the routine is small (fewer
     than `SPLIT_MIN_LINES` lines of code)."""
     bodies = [*(p.body for p in parts), *(f.body for f in shared)]
-    if jobs <= 1 or len(bodies) < 2 or sum(_code_lines(b) + 2 for b in bodies) < SPLIT_MIN_LINES:
+    if jobs <= 1 or len(bodies) < 2:
         return [list(range(len(bodies)))]
-    sizes = [_weight(b) + 2 for b in bodies]
+    code = [_code_lines(b) for b in bodies]
+    if sum(n + 2 for n in code) < SPLIT_MIN_LINES:
+        return [list(range(len(bodies)))]
+    sizes = [_weight(b, n) + 2 for b, n in zip(bodies, code)]
     # unit 0 also holds the entry point: a call and a declaration per part
     load = [(KERNEL_LINES if kernel else 0) + len(parts)] + [0] * (min(jobs, len(sizes)) - 1)
     groups: list[list[int]] = [[] for _ in load]

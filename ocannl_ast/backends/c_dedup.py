@@ -130,7 +130,7 @@ def _canon(nest: Nest, types: dict[str, str], statics: frozenset[str], text: str
 
 
 def _code_lines(lines: Sequence[str]) -> int:
-    return sum(1 for ln in lines if not (ln.lstrip().startswith("/*") and ln.endswith("*/")))
+    return len(lines) - sum(1 for ln in lines if ln.endswith("*/") and ln.lstrip().startswith("/*"))
 
 
 def share(nests: Sequence[Nest], prefix: str, types: dict[str, str],
@@ -140,9 +140,10 @@ def share(nests: Sequence[Nest], prefix: str, types: dict[str, str],
     program buffer's parameter, by C name; `statics`: the static arguments' C names."""
     groups: dict[tuple[str, tuple[str, ...]], list[tuple[int, _Canon]]] = {}
     for k, nest in enumerate(nests):
+        if not nest.shareable or len(nest.lines) < MIN_LINES:  # (a routine's notes: one line)
+            continue
         text = "\n".join(nest.lines)
-        if (not nest.shareable or any(w in text for w in _UNSHAREABLE)
-                or _code_lines(nest.lines) < MIN_LINES):
+        if any(w in text for w in _UNSHAREABLE) or _code_lines(nest.lines) < MIN_LINES:
             continue
         canon = _canon(nest, types, statics, text)
         groups.setdefault(canon.key, []).append((k, canon))
@@ -166,7 +167,7 @@ def share(nests: Sequence[Nest], prefix: str, types: dict[str, str],
                 return f" + {param[s]}" if lead else param[s]
             return _offset(first.slots[s][1], lead)
 
-        body = tuple(_SLOT.sub(slot, ln) for ln in text.split("\n"))
+        body = tuple(_SLOT.sub(slot, text).split("\n"))  # (no slot spans lines)
         functions.append(Shared(name, tuple((t, f"ocannl_dp{j}") for j, t in enumerate(btypes)),
                                 tuple(f"ocannl_ds{j}" for j in range(len(first.statics))),
                                 tuple(param[s] for s in varying), body))
