@@ -33,7 +33,11 @@ MIN_LINES = 3
 
 _MARK = re.compile(r"( \+ )?\x01(\d+)\x01")
 _SLOT = re.compile(r"( \+ )?\x02(\d+)\x02")
-_TOKEN = re.compile(r"(\x01\d+\x01|\b[A-Za-z_]\w*\b)")
+#: a mark, or a word starting at a word boundary with a letter or ``_``: the tokens of
+#: ``\x01\d+\x01|\b[A-Za-z_]\w*\b``, written to start with one character set (which the
+#: regex engine scans for quickly: a third of the time) -- the mark when that character is
+#: \x01, else the word when no word character precedes it
+_TOKEN = re.compile(r"([\x01A-Za-z_](?:(?<=\x01)\d+\x01|(?<=[A-Za-z_])(?<!\w\w)\w*))")
 #: the renderer's names of loop counters, scalar locals and local arrays (`c_lanes`,
 #: `c_reorder`): declared inside the statement that uses them
 _LOCAL = re.compile(r"i\d+|l_\w+|ocannl_(?:lane|red)\w*")
