@@ -14,6 +14,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import assert_never
 
 from ocannl_ast import config
 from ocannl_ast.backends import c_region
@@ -40,14 +41,17 @@ from ocannl_ast.lowering.loop_ir import (
     Comment,
     DeclLocal,
     Fill,
+    ForLoop,
     LoopProgram,
+    Noop,
     Precision,
+    Seq,
     SetCell,
     SetFromVec,
     SetLocal,
+    Stmt,
     Symbol,
 )
-from ocannl_ast.lowering.walk import stmt_nodes, writes
 
 __all__ = ["DEFAULT_OPT_FLAGS", "CRoutine", "CompiledRoutine", "c_const", "c_ident",
            "cc_jobs", "compile_c", "kernel_objects", "prebuild_kernel", "render_c",
@@ -132,10 +136,8 @@ def _parts(r: CRenderer, budget: int, prefix: str = "") -> tuple[list[_Part], li
         before = r.team_units
         r.seq((u,), 1, lines)
         is_team = r.team_units > before
-        kinds = set(map(type, stmt_nodes(u)))
-        index_checks = CheckIndex in kinds
-        written = frozenset(r.buffers[b] for b in writes(u) if b in buf_pos) \
-            if not kinds.isdisjoint(_WRITING) else frozenset()
+        index_checks, writes_to = _unit_facts(u)
+        written = frozenset(r.buffers[b] for b in writes_to if b in buf_pos)
         nest = Nest(lines, r.offset_marks or [], written, not (is_team or r.checked))
         rendered.append((nest, r.used_buffers, r.used_symbols, r.checked, is_team,
                          index_checks))
@@ -183,8 +185,28 @@ def _parts(r: CRenderer, budget: int, prefix: str = "") -> tuple[list[_Part], li
     return parts, shared
 
 
-#: the statements that write a buffer's cells (`walk.writes`)
-_WRITING = frozenset({SetCell, Fill, SetFromVec})
+def _unit_facts(u: Stmt) -> tuple[bool, list[Buffer]]:
+    """Whether `u` holds a `CheckIndex`, and the buffers it writes (`walk.writes`, with
+    repeats): one walk of its statements."""
+    checks = False
+    written: list[Buffer] = []
+    stack = [u]
+    while stack:
+        x = stack.pop()
+        match x:
+            case Seq(stmts=stmts):
+                stack += stmts
+            case ForLoop(body=body):
+                stack.append(body)
+            case SetCell(buffer=buf) | Fill(buffer=buf) | SetFromVec(buffer=buf):
+                written.append(buf)
+            case CheckIndex():
+                checks = True
+            case Noop() | Comment() | DeclLocal() | SetLocal():
+                pass
+            case _:
+                assert_never(x)
+    return checks, written
 
 
 def _trailing_comments(lines: list[str]) -> list[str]:

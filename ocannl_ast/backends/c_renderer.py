@@ -271,24 +271,25 @@ class CRenderer:
     def expr(self, e: Expr) -> str:
         """The C text of an expression (a number, or a uint4x32 word where `is_word`)."""
         match e:
-            case Const(value=v):
-                return self.syntax.const(v, self.prog.precision)
+            # (the cases in order of frequency: the node kinds are disjoint)
             case Get(buffer=buf, index=index):
                 if buf.uint4x32 or (self.plain and buf.precision is None):
                     return self.cell(buf, index)  # stored as computed: no conversion
                 return self.converted(self.syntax.load(
                     storage(buf, self.prog.precision), self.cell(buf, index),
                     self.prog.precision.compute))
-            case GetLocal(name=name):
-                return self.local(name)
-            case SymbolValue(symbol=sym):
-                return self.syntax.cast(self.words[Word.TYPE], self.sym(sym))
-            case Unary(op=op, arg=arg):
-                return self.op(op, self.num(arg))
             case Binary(op=BinOp.THREEFRY4X32, lhs=lhs, rhs=rhs):
                 return self.op(BinOp.THREEFRY4X32, self.word(lhs), self.word(rhs))
             case Binary(op=op, lhs=lhs, rhs=rhs):
                 return self.op(op, self.num(lhs), self.num(rhs))
+            case Const(value=v):
+                return self.syntax.const(v, self.prog.precision)
+            case GetLocal(name=name):
+                return self.local(name)
+            case Unary(op=op, arg=arg):
+                return self.op(op, self.num(arg))
+            case SymbolValue(symbol=sym):
+                return self.syntax.cast(self.words[Word.TYPE], self.sym(sym))
             case Ternary(op=op, a=a, b=b, c=c):
                 return self.op(op, self.num(a), self.num(b), self.num(c))
             case ThreefryUniform(key=key, counter=counter):
@@ -320,15 +321,7 @@ class CRenderer:
     def stmt(self, s: Stmt, depth: int, out: list[str]) -> None:
         """Append the lines of `s`, indented by `depth` levels, to `out`."""
         pad = "  " * depth
-        match s:
-            case Noop():
-                pass
-            case Comment(text=text):
-                out.extend(f"{pad}/* {ln.replace('*/', '* /')} */" for ln in text.splitlines())
-            case Seq(stmts=stmts):
-                self.seq(stmts, depth, out)
-            case ForLoop(symbol=sym, extent=extent, body=body, threads=th):
-                self.for_loop(sym, extent, body, depth, out, th, s)
+        match s:  # (the cases in order of frequency: the node kinds are disjoint)
             case SetCell(buffer=buf, index=index, value=value):
                 if buf.uint4x32:
                     text = self.word(value)
@@ -338,6 +331,14 @@ class CRenderer:
                     text = self.converted(self.syntax.store(self.storage(buf),
                                                             self.value(value)))
                 out.append(f"{pad}{self.cell(buf, index)} = {strip_outer(text)};")
+            case ForLoop(symbol=sym, extent=extent, body=body, threads=th):
+                self.for_loop(sym, extent, body, depth, out, th, s)
+            case Seq(stmts=stmts):
+                self.seq(stmts, depth, out)
+            case Comment(text=text):
+                out.extend(f"{pad}/* {ln.replace('*/', '* /')} */" for ln in text.splitlines())
+            case Noop():
+                pass
             case SetFromVec(buffer=buf, vector=vec, value=value, length=n):
                 self.helpers.update(("u4", "vec_uniform"))
                 start = f"{n} * ({self.index(vec)})"
