@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import assert_never
 
 from ocannl_ast.backends import c_lanes, c_reorder
-from ocannl_ast.backends.c_contraction import KernelUse, flat
+from ocannl_ast.backends.c_contraction import KernelUse
+from ocannl_ast.backends.c_contraction_match import flat
 from ocannl_ast.backends.c_syntax import ASCII_WORD, C, CSyntax, Word, c_ident
 from ocannl_ast.backends.c_uint4x32 import TYPE as U4
 from ocannl_ast.errors import BackendError
