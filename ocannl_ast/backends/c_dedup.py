@@ -98,8 +98,12 @@ class _Canon:
     slots: list[tuple[int, int]]  #: per slot: (buffer parameter position, offset)
 
 
-def _canon(nest: Nest, types: dict[str, str], statics: frozenset[str], text: str) -> _Canon:
-    """The statement renamed (`text`: its lines joined)."""
+def _canon(nest: Nest, types: dict[str, str], statics: frozenset[str], text: str,
+           kept: set[str] | None = None) -> _Canon:
+    """The statement renamed (`text`: its lines joined). `kept`: words found earlier to
+    be no buffer, static or local (keywords, helpers), grown here (one set per `share`)."""
+    if kept is None:
+        kept = set()
     bufs: dict[str, str] = {}
     stats: dict[str, str] = {}
     locs: dict[str, str] = {}
@@ -110,6 +114,9 @@ def _canon(nest: Nest, types: dict[str, str], statics: frozenset[str], text: str
     pieces = _TOKEN.split(text)
     tokens = pieces[1::2]
     for word in dict.fromkeys(tokens):
+        if word in kept:
+            seen[word] = word
+            continue
         if word[0] == "\x01":
             mark = nest.marks[int(word[1:-1])]
             slot = slots.get(mark)
@@ -124,6 +131,7 @@ def _canon(nest: Nest, types: dict[str, str], statics: frozenset[str], text: str
             got = locs[word] = f"ocannl_dv{len(locs)}"
         else:
             got = word
+            kept.add(word)
         seen[word] = got
     pieces[1::2] = [seen[w] for w in tokens]
     text = "".join(pieces)
@@ -143,13 +151,14 @@ def share(nests: Sequence[Nest], prefix: str, types: dict[str, str],
     statement that calls one (by position in `nests`). `types`: the C element type of each
     program buffer's parameter, by C name; `statics`: the static arguments' C names."""
     groups: dict[tuple[str, tuple[str, ...]], list[tuple[int, _Canon]]] = {}
+    kept: set[str] = set()
     for k, nest in enumerate(nests):
         if not nest.shareable or len(nest.lines) < MIN_LINES:  # (a routine's notes: one line)
             continue
         text = "\n".join(nest.lines)
         if any(w in text for w in _UNSHAREABLE) or _code_lines(nest.lines) < MIN_LINES:
             continue
-        canon = _canon(nest, types, statics, text)
+        canon = _canon(nest, types, statics, text, kept)
         groups.setdefault(canon.key, []).append((k, canon))
     functions: list[Shared] = []
     calls: dict[int, str] = {}
