@@ -173,14 +173,15 @@ def share(nests: Sequence[Nest], prefix: str, types: dict[str, str],
         name = f"{prefix}_n{len(functions)}"
         param = {s: f"ocannl_do{j}" for j, s in enumerate(varying)}
 
-        def slot(m: re.Match[str], first: _Canon = first, param: dict[int, str] = param
-                 ) -> str:
-            s, lead = int(m.group(2)), m.group(1) is not None
-            if s in param:
-                return f" + {param[s]}" if lead else param[s]
-            return _offset(first.slots[s][1], lead)
-
-        body = tuple(_SLOT.sub(slot, text).split("\n"))  # (no slot spans lines)
+        # each slot as its parameter or its (common) offset: one split of the whole text,
+        # [text, lead, slot, text, lead, slot, ..., text] (no slot spans lines)
+        pieces = _SLOT.split(text)
+        for j in range(1, len(pieces), 3):
+            k, lead = int(pieces[j + 1]), pieces[j] is not None
+            pieces[j] = (f" + {param[k]}" if lead else param[k]) if k in param \
+                else _offset(first.slots[k][1], lead)
+            pieces[j + 1] = ""
+        body = tuple("".join(pieces).split("\n"))
         functions.append(Shared(name, tuple((t, f"ocannl_dp{j}") for j, t in enumerate(btypes)),
                                 tuple(f"ocannl_ds{j}" for j in range(len(first.statics))),
                                 tuple(param[s] for s in varying), body))
