@@ -159,6 +159,9 @@ class CRenderer:
     #: the dialect's own `CSyntax.load` and `store`): the renderer skips asking
     plain: bool = False
     buffer_types: dict[Buffer, str] = field(default_factory=dict)  #: `buffer_type`'s answers
+    #: `syntax.op_template` of each op used so far, by the op's id (None: the dialect
+    #: overrides `CSyntax.op`, which is then asked each time)
+    op_templates: dict[int, tuple[str, tuple[str, ...]]] | None = None
 
     def __post_init__(self) -> None:
         self.foreign = frozenset(b for b in self.prog.buffers
@@ -171,6 +174,8 @@ class CRenderer:
         self.words = self.syntax.words(self.prog.precision)
         self.params = frozenset(self.prog.buffers)
         syntax_type = type(self.syntax)
+        if syntax_type.op is CSyntax.op:
+            self.op_templates = {}
         self.plain = (self.prog.precision in (Precision.FLOAT32, Precision.FLOAT64)
                       and syntax_type.load is CSyntax.load
                       and syntax_type.store is CSyntax.store)
@@ -265,9 +270,16 @@ class CRenderer:
 
     def op(self, op: UnOp | BinOp | TernOp, *args: str) -> str:
         """The dialect's text of `op` on `args`, recording the helpers it calls."""
-        text, helpers = self.syntax.op(op, self.words, args)
-        self.helpers.update(helpers)
-        return text
+        templates = self.op_templates
+        if templates is None:  # the dialect spells `op` its own way
+            text, helpers = self.syntax.op(op, self.words, args)
+            self.helpers.update(helpers)
+            return text
+        found = templates.get(id(op))  # (an enum member: hashed by id, not its name)
+        if found is None:
+            found = templates[id(op)] = self.syntax.op_template(op, self.words)
+        self.helpers.update(found[1])
+        return found[0].format(*args, **self.words)
 
     def expr(self, e: Expr) -> str:
         """The C text of an expression (a number, or a uint4x32 word where `is_word`)."""

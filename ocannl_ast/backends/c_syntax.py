@@ -394,14 +394,20 @@ class CSyntax:
     def op(self, op: UnOp | BinOp | TernOp, words: Mapping[str, str],
            args: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
         """The text of `op` applied to `args`, and the helpers it needs (with dependencies)."""
+        template, helpers = self.op_template(op, words)
+        return template.format(*args, **words), helpers
+
+    def op_template(self, op: UnOp | BinOp | TernOp, words: Mapping[str, str]
+                    ) -> tuple[str, tuple[str, ...]]:
+        """`op`'s text with ``{0}``, ``{1}``, ... for its operands (and `Word` names, filled
+        from `words`: ``template.format(*args, **words)``), and the helpers it needs."""
         if self.own_math and op in c_math.OWN_OPS and not config.libm():
-            template, helpers = c_math.spelling(op, words[Word.SUFFIX])  # type: ignore[arg-type]
-            return template.format(*args), helpers
+            return c_math.spelling(op, words[Word.SUFFIX])  # type: ignore[arg-type]
         spelling = self.ops[op]
         needed: tuple[str, ...] = ()
         if spelling.helper is not None:
             needed = (spelling.helper, *self.helper_deps.get(spelling.helper, ()))
-        return spelling.template.format(*args, **words), needed
+        return spelling.template, needed
 
     def helper_defs(self, used: set[str], words: Mapping[str, str]) -> list[str]:
         """Definitions of the `used` helpers, in dependency order, each followed by ''."""
