@@ -14,6 +14,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import assert_never
 
 from ocannl_ast import config
 from ocannl_ast.backends import c_region
@@ -39,12 +40,18 @@ from ocannl_ast.lowering.loop_ir import (
     CheckIndex,
     Comment,
     DeclLocal,
+    Fill,
+    ForLoop,
     LoopProgram,
+    Noop,
     Precision,
+    Seq,
+    SetCell,
+    SetFromVec,
     SetLocal,
+    Stmt,
     Symbol,
 )
-from ocannl_ast.lowering.walk import stmt_nodes, writes
 
 __all__ = ["DEFAULT_OPT_FLAGS", "CRoutine", "CompiledRoutine", "c_const", "c_ident",
            "cc_jobs", "compile_c", "kernel_objects", "prebuild_kernel", "render_c",
@@ -117,14 +124,20 @@ def _parts(r: CRenderer, budget: int, prefix: str = "") -> tuple[list[_Part], li
     rendered: list[tuple[Nest, set[Buffer], set[Symbol], bool, bool, bool]] = []
     share_on = bool(prefix) and SHARE_NESTS and len(units) > 1
     for u in units:
+        if u.__class__ is Comment:  # (a third of a deep model's units: their notes)
+            note: list[str] = []
+            r.stmt(u, 1, note)
+            rendered.append((Nest(note, [], frozenset(), True), set(), set(), False, False,
+                             False))
+            continue
         r.used_buffers, r.used_symbols, r.checked = set(), set(), False
         r.offset_marks = [] if share_on else None
         lines: list[str] = []
         before = r.team_units
         r.seq((u,), 1, lines)
         is_team = r.team_units > before
-        index_checks = any(isinstance(x, CheckIndex) for x in stmt_nodes(u))
-        written = frozenset(r.buffers[b] for b in writes(u) if b in buf_pos)
+        index_checks, writes_to = _unit_facts(u)
+        written = frozenset(r.buffers[b] for b in writes_to if b in buf_pos)
         nest = Nest(lines, r.offset_marks or [], written, not (is_team or r.checked))
         rendered.append((nest, r.used_buffers, r.used_symbols, r.checked, is_team,
                          index_checks))
@@ -172,6 +185,30 @@ def _parts(r: CRenderer, budget: int, prefix: str = "") -> tuple[list[_Part], li
     return parts, shared
 
 
+def _unit_facts(u: Stmt) -> tuple[bool, list[Buffer]]:
+    """Whether `u` holds a `CheckIndex`, and the buffers it writes (`walk.writes`, with
+    repeats): one walk of its statements."""
+    checks = False
+    written: list[Buffer] = []
+    stack = [u]
+    while stack:
+        x = stack.pop()
+        match x:
+            case Seq(stmts=stmts):
+                stack += stmts
+            case ForLoop(body=body):
+                stack.append(body)
+            case SetCell(buffer=buf) | Fill(buffer=buf) | SetFromVec(buffer=buf):
+                written.append(buf)
+            case CheckIndex():
+                checks = True
+            case Noop() | Comment() | DeclLocal() | SetLocal():
+                pass
+            case _:
+                assert_never(x)
+    return checks, written
+
+
 def _trailing_comments(lines: list[str]) -> list[str]:
     """Remove and return the comment lines that end `lines`."""
     k = len(lines)
@@ -201,21 +238,29 @@ def cc_jobs() -> int:
 def _code_lines(body: tuple[str, ...]) -> int:
     """Lines of `body` gcc has work in: not its comment lines (a part's notes on virtual
     and constant tensors can be hundreds of lines)."""
-    return sum(1 for ln in body if not (ln.lstrip().startswith("/*") and ln.endswith("*/")))
+    return len(body) - sum(1 for ln in body if ln.endswith("*/") and ln.lstrip().startswith("/*"))
 
 
 #: What gcc spends on one call of an inlined transcendental helper (`c_math`: exp, expm1,
 #: tanh, log), in lines of loop nests (-O2: about 47 ms against 0.6 ms a line and 5 ms a
 #: loop, fitted over a transformer step's functions).
 HELPER_CALL_LINES = 75
-_HEAVY_CALL = re.compile(r"\bocannl_(?:exp|expm1|tanh|log)_[fd]\(")
+#: a call of one, where no word character precedes it (`_weight` checks: a pattern starting
+#: with the literal is searched much faster than one starting with ``\b``)
+_HEAVY_CALL = re.compile(r"ocannl_(?:exp|expm1|tanh|log)_[fd]\(")
 
 
-def _weight(body: Sequence[str]) -> int:
-    """What gcc spends on a function, in lines: its lines of code (`_code_lines`), plus
-    `HELPER_CALL_LINES` per call of an inlined transcendental helper."""
-    heavy = sum(len(_HEAVY_CALL.findall(ln)) for ln in body if "ocannl_" in ln)
-    return _code_lines(tuple(body)) + HELPER_CALL_LINES * heavy
+def _weight(body: Sequence[str], code: int | None = None) -> int:
+    """What gcc spends on a function, in lines: its lines of code (`_code_lines`, or `code`
+    when counted already), plus `HELPER_CALL_LINES` per call of an inlined transcendental
+    helper."""
+    text = "\n".join(body)
+    heavy = 0
+    for m in _HEAVY_CALL.finditer(text):
+        k = m.start()
+        if k == 0 or not (text[k - 1].isalnum() or text[k - 1] == "_"):  # at a word start
+            heavy += 1
+    return (_code_lines(tuple(body)) if code is None else code) + HELPER_CALL_LINES * heavy
 
 
 def _groups(parts: list[_Part], kernel: bool, jobs: int,
@@ -226,9 +271,12 @@ def _groups(parts: list[_Part], kernel: bool, jobs: int,
     weight (`_weight`) so far. One unit when `jobs` is 1 or the routine is small (fewer
     than `SPLIT_MIN_LINES` lines of code)."""
     bodies = [*(p.body for p in parts), *(f.body for f in shared)]
-    if jobs <= 1 or len(bodies) < 2 or sum(_code_lines(b) + 2 for b in bodies) < SPLIT_MIN_LINES:
+    if jobs <= 1 or len(bodies) < 2:
         return [list(range(len(bodies)))]
-    sizes = [_weight(b) + 2 for b in bodies]
+    code = [_code_lines(b) for b in bodies]
+    if sum(n + 2 for n in code) < SPLIT_MIN_LINES:
+        return [list(range(len(bodies)))]
+    sizes = [_weight(b, n) + 2 for b, n in zip(bodies, code)]
     # unit 0 also holds the entry point: a call and a declaration per part
     load = [(KERNEL_LINES if kernel else 0) + len(parts)] + [0] * (min(jobs, len(sizes)) - 1)
     groups: list[list[int]] = [[] for _ in load]

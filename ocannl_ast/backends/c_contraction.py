@@ -1,5 +1,6 @@
 """Contraction kernels for the C backend: recognise a matmul-class loop nest in the loop IR
-and render it as a call to the packed, register-blocked GEMM of `c_contraction_kernel`.
+(`c_contraction_match`) and render it as a call to the packed, register-blocked GEMM of
+`c_contraction_kernel`.
 
 Stage: rendering (hooked into `c_renderer.CRenderer.for_loop`). Input: a `ForLoop` of a
 verified `LoopProgram`. Recognised nests (`x`, `y` the two factors, `c` the result):
@@ -32,32 +33,23 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Container
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from ocannl_ast import config
 from ocannl_ast.backends.c_contraction_kernel import kernel_c, precomputed
+from ocannl_ast.backends.c_contraction_match import Access, Contraction, match
 from ocannl_ast.backends.c_syntax import CSyntax, Word
 from ocannl_ast.errors import BackendError
 from ocannl_ast.lowering.loop_ir import (
     C_KERNEL_MIN_WORK,
-    Binary,
-    BinOp,
     Buffer,
-    Const,
-    Expr,
     ForLoop,
-    Get,
-    GetLocal,
-    IndexExpr,
     LoopProgram,
-    SetCell,
-    Stmt,
     Symbol,
 )
-from ocannl_ast.lowering.nests import ReductionNest, flat_terms, match_reduction, peel
-from ocannl_ast.lowering.walk import Loop, fold_expr, scoped
+from ocannl_ast.lowering.walk import Loop, scoped
 
 #: Smallest multiply-add count (M*N*K of one call) rendered as a kernel call.
 MIN_WORK = C_KERNEL_MIN_WORK  #: one threshold with the lowering's epilogue fusion
@@ -103,29 +95,6 @@ def threads_setting() -> int:
 
 
 @dataclass(frozen=True, slots=True)
-class Access:
-    """A buffer read or written at a flat (row-major) affine offset."""
-
-    buffer: Buffer
-    coeffs: tuple[tuple[Symbol, int], ...]  #: flat coefficient of each symbol, nonzero
-    offset: int
-
-    def coeff(self, sym: Symbol) -> int:
-        return dict(self.coeffs).get(sym, 0)
-
-
-@dataclass(frozen=True, slots=True)
-class Contraction:
-    """``c (= or +=) sum over reduce of the product of factors``, over `outer` x `reduce`."""
-
-    out: Access
-    factors: tuple[Access, ...]  #: two, or three (e.g. a convolution's window mask)
-    outer: tuple[Loop, ...]
-    reduce: tuple[Loop, ...]
-    accumulate: bool
-
-
-@dataclass(frozen=True, slots=True)
 class Plan:
     """A contraction split into batch loops and the M / N / K groups of one GEMM call."""
 
@@ -147,101 +116,6 @@ class Plan:
 
 
 # ---- recognising ---------------------------------------------------------------------
-
-
-def _access(buf: Buffer, index: tuple[IndexExpr, ...], known: set[Symbol]) -> Access | None:
-    if buf.uint4x32 or len(index) != len(buf.dims):
-        return None
-    coeffs, offset = flat_terms(buf.dims, index)
-    if any(sym not in known for sym in coeffs):
-        return None
-    return Access(buf, tuple((s, c) for s, c in coeffs.items() if c != 0), offset)
-
-
-def _factors(e: Expr) -> list[Get] | None:
-    """The reads of a product of reads (two or three of them), or None."""
-    def rule(x: Expr, kids: list[list[Get] | None]) -> list[Get] | None:
-        match x:
-            case Get():
-                return [x]
-            case Binary(op=BinOp.MUL):
-                left, right = kids
-                if left is None or right is None or len(left) + len(right) > 3:
-                    return None
-                return left + right
-            case _:
-                return None
-    return fold_expr(e, rule)
-
-
-def _sum_with(e: Expr, is_first: Callable[[Expr], bool]) -> Expr | None:
-    """`rest` of ``first + rest`` or ``rest + first``, where `is_first(term)` picks first."""
-    if isinstance(e, Binary) and e.op is BinOp.ADD:
-        if is_first(e.lhs):
-            return e.rhs
-        if is_first(e.rhs):
-            return e.lhs
-    return None
-
-
-def _store(s: Stmt, acc: str) -> tuple[SetCell, bool] | None:
-    """``c[i] = acc`` (False) or ``c[i] = c[i] + acc`` (True)."""
-    if not isinstance(s, SetCell):
-        return None
-    if s.value == GetLocal(acc):
-        return s, False
-    rest = _sum_with(s.value, lambda t: t == Get(s.buffer, s.index))
-    return (s, True) if rest == GetLocal(acc) else None
-
-
-def _match_local(loop: ForLoop) -> tuple[ReductionNest, SetCell, Expr, bool] | None:
-    """`loop` as a sum into a local from +0: the nest, its store, the summed term and
-    whether the store accumulates."""
-    red = match_reduction(loop)
-    if red is None:
-        return None
-    init = red.init
-    term = _sum_with(red.step, lambda t: t == GetLocal(red.acc))
-    if term is None:
-        return None
-    if init == Get(red.store.buffer, red.store.index) and red.store.value == GetLocal(red.acc):
-        return red, red.store, term, True  # acc = c[i]; acc += ...; c[i] = acc: c += sum
-    if not (isinstance(init, Const) and init.value == 0.0 and math.copysign(1, init.value) > 0):
-        return None
-    store = _store(red.store, red.acc)
-    return (red, store[0], term, store[1]) if store is not None else None
-
-
-def match(loop: ForLoop, bound: frozenset[Symbol]) -> Contraction | None:
-    """The contraction `loop` computes, or None; `bound`: the static arguments and enclosing
-    iterators its indices may use as constants. Example: the nest of ``ij;jk=>ik``."""
-    outer, body = peel(loop)
-    if isinstance(body, SetCell):
-        term_or_none = _sum_with(body.value, lambda t: t == Get(body.buffer, body.index))
-        if term_or_none is None:
-            return None
-        red, cell, term, accumulate = [], body, term_or_none, True
-    else:
-        found = _match_local(loop)
-        if found is None:
-            return None
-        nest, cell, term, accumulate = found
-        red = list(nest.reduce)
-    reads = _factors(term)
-    loops = [*outer, *red]
-    own = {s for s, _ in loops}  # (a sibling nest before may have bound the same symbols)
-    known = own | bound
-    if reads is None or len(reads) < 2 or len(own) != len(loops):
-        return None
-    out = _access(cell.buffer, cell.index, known)
-    factors = [_access(g.buffer, g.index, known) for g in reads]
-    if out is None or any(f is None or f.buffer == out.buffer for f in factors):
-        return None
-    if not red:  # the all-loops form: the loops c does not use are the reduction
-        red = [lp for lp in outer if out.coeff(lp[0]) == 0]
-        outer = [lp for lp in outer if out.coeff(lp[0]) != 0]
-    return Contraction(out, tuple(f for f in factors if f is not None), tuple(outer),
-                       tuple(red), accumulate)
 
 
 def _injective(loops: list[tuple[int, int]]) -> bool:
@@ -318,6 +192,8 @@ class KernelUse:
     threads: int = field(default_factory=threads_setting)
     calls: int = 0
     parallel: bool = False
+    #: the calls' table texts by descriptor (`_call_table`)
+    tables: dict[tuple[tuple[int, ...], bool, bool], str] = field(default_factory=dict)
 
     def definitions(self, words: dict[str, str]) -> list[str]:
         return kernel_c(words[Word.TYPE], words[Word.SUFFIX]) if self.calls else []
@@ -325,7 +201,7 @@ class KernelUse:
     def flags(self) -> tuple[str, ...]:
         return ("-fopenmp",) if self.parallel else ()
 
-    def takes(self, r: Renderer, loop: ForLoop, bound: frozenset[Symbol]) -> Plan | None:
+    def takes(self, r: Renderer, loop: ForLoop, bound: Container[Symbol]) -> Plan | None:
         """The plan of the kernel call `render` would make of `loop`, or None."""
         found = match(loop, bound)
         p = plan(found) if found is not None else None
@@ -345,7 +221,7 @@ class KernelUse:
         the routine's parallel region (`r.team`) a threaded call at the top of a part is
         made by the whole team (`c_contraction_threads`) and records its error code in
         ``ocannl_err`` instead of returning; a call inside a statement runs on one thread."""
-        p = self.takes(r, loop, frozenset(r.symbols))
+        p = self.takes(r, loop, r.symbols)  # (the symbols named so far: bound)
         if p is None:
             return False
         batched = bool(p.batch) and p.scale is None
@@ -362,8 +238,8 @@ class KernelUse:
         r.checks.setdefault(OOM_CODE, "out of memory for a contraction kernel's buffers")
         fail = f"ocannl_err = {OOM_CODE};" if team else f"return {OOM_CODE};"
         r.checked = True  # the call returns OOM_CODE when its panels cannot be allocated
-        out.extend(_batched_call_text(r, p, name, nthreads, depth, fail) if batched
-                   else _call_text(r, p, name, nthreads, depth, fail))
+        out.extend(_batched_call_text(r, p, name, nthreads, depth, fail, self.tables)
+                   if batched else _call_text(r, p, name, nthreads, depth, fail, self.tables))
         return True
 
 
@@ -394,11 +270,16 @@ def _table(p: Plan) -> list[int]:
     return d
 
 
-def _call_table(p: Plan) -> str:
+def _call_table(p: Plan, memo: dict[tuple[tuple[int, ...], bool, bool], str]) -> str:
     """The call's table as C initializer text: its offset tables themselves when small
-    enough (`precomputed`), else their description."""
-    d = _table(p)
-    return ", ".join(map(str, precomputed(d, p.x2 is not None, p.y2 is not None) or d))
+    enough (`precomputed`), else their description. `memo`: the texts made so far for the
+    routine, by descriptor (a deep model's calls repeat a few)."""
+    key = (tuple(_table(p)), p.x2 is not None, p.y2 is not None)
+    text = memo.get(key)
+    if text is None:
+        d = key[0]
+        text = memo[key] = ", ".join(map(str, precomputed(d, key[1], key[2]) or d))
+    return text
 
 
 def _batch_table(p: Plan) -> list[int]:
@@ -425,10 +306,10 @@ def _base(r: Renderer, a: Access | None, p: Plan, batched: bool = False) -> str:
 
 
 def _call_text(r: Renderer, p: Plan, name: str, nthreads: int, depth: int,
-               fail: str) -> list[str]:
+               fail: str, tables: dict[tuple[tuple[int, ...], bool, bool], str]) -> list[str]:
     pad = "  " * depth
     lines = [f"{pad}/* {_describe(p)} */", pad + "{",
-             f"{pad}  static const int64_t {name}[] = {{{_call_table(p)}}};"]
+             f"{pad}  static const int64_t {name}[] = {{{_call_table(p, tables)}}};"]
     inner = depth + 1
     for s, e in p.batch:
         r.symbols[s] = f"i{r.n_iters}"
@@ -448,15 +329,16 @@ def _call_text(r: Renderer, p: Plan, name: str, nthreads: int, depth: int,
     return [*lines, pad + "}"]
 
 
-def _batched_call_text(r: Renderer, p: Plan, name: str, nthreads: int,
-                       depth: int, fail: str) -> list[str]:
+def _batched_call_text(r: Renderer, p: Plan, name: str, nthreads: int, depth: int,
+                       fail: str, tables: dict[tuple[tuple[int, ...], bool, bool], str]
+                       ) -> list[str]:
     """One call over all of the batch loops (the offset tables built once per call)."""
     pad = "  " * depth
     args = ", ".join([*(_base(r, a, p, True) for a in (p.x, p.x2, p.y, p.y2, p.c.out)),
                       str(int(p.c.accumulate)), str(nthreads), name, f"{name}b"])
     batch = _batch_table(p)
     return [f"{pad}/* {_describe(p)} */", pad + "{",
-            f"{pad}  static const int64_t {name}[] = {{{_call_table(p)}}};",
+            f"{pad}  static const int64_t {name}[] = {{{_call_table(p, tables)}}};",
             f"{pad}  static const int64_t {name}b[] = {{{', '.join(map(str, batch))}}};",
             f"{pad}  if (ocannl_mm_runb_{r.words[Word.SUFFIX]}({args})) {fail}",
             pad + "}"]

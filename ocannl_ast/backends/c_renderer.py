@@ -16,6 +16,7 @@ from typing import assert_never
 
 from ocannl_ast.backends import c_lanes, c_reorder
 from ocannl_ast.backends.c_contraction import KernelUse
+from ocannl_ast.backends.c_contraction_match import flat
 from ocannl_ast.backends.c_syntax import ASCII_WORD, C, CSyntax, Word, c_ident
 from ocannl_ast.backends.c_uint4x32 import TYPE as U4
 from ocannl_ast.errors import BackendError
@@ -50,8 +51,7 @@ from ocannl_ast.lowering.loop_ir import (
     UnOp,
     storage,
 )
-from ocannl_ast.lowering.nests import flat_terms
-from ocannl_ast.lowering.walk import reads, stmt_nodes, writes
+from ocannl_ast.lowering.walk import reads, writes
 
 __all__ = ["CRenderer", "has_loop", "is_word", "strip_outer", "unique_name"]
 
@@ -95,7 +95,14 @@ def is_word(e: Expr) -> bool:
 
 def has_loop(s: Stmt) -> bool:
     """Whether `s` contains a loop (a loop around `s` is not innermost)."""
-    return any(isinstance(x, ForLoop) for x in stmt_nodes(s))
+    stack = [s]  # (stops at the first loop: the body of an outer loop starts with one)
+    while stack:
+        x = stack.pop()
+        if isinstance(x, ForLoop):
+            return True
+        if isinstance(x, Seq):
+            stack += x.stmts
+    return False
 
 
 @dataclass(slots=True)
@@ -148,6 +155,13 @@ class CRenderer:
     #: names of parameters, statics and local arrays, for `fresh` (made on its first call)
     fresh_taken: set[str] | None = None
     fresh_next: dict[str, int] = field(default_factory=dict)  #: stem -> next k to try
+    #: loads and stores of the routine's precision convert nothing (float32, float64 cells,
+    #: the dialect's own `CSyntax.load` and `store`): the renderer skips asking
+    plain: bool = False
+    buffer_types: dict[Buffer, str] = field(default_factory=dict)  #: `buffer_type`'s answers
+    #: `syntax.op_template` of each op used so far, by the op's id (None: the dialect
+    #: overrides `CSyntax.op`, which is then asked each time)
+    op_templates: dict[int, tuple[str, tuple[str, ...]]] | None = None
 
     def __post_init__(self) -> None:
         self.foreign = frozenset(b for b in self.prog.buffers
@@ -159,6 +173,12 @@ class CRenderer:
         self.lanes = self.syntax.reorder_loops and c_lanes.enabled() and not half
         self.words = self.syntax.words(self.prog.precision)
         self.params = frozenset(self.prog.buffers)
+        syntax_type = type(self.syntax)
+        if syntax_type.op is CSyntax.op:
+            self.op_templates = {}
+        self.plain = (self.prog.precision in (Precision.FLOAT32, Precision.FLOAT64)
+                      and syntax_type.load is CSyntax.load
+                      and syntax_type.store is CSyntax.store)
         taken: set[str] = set()
         for buf in self.prog.buffers:
             self.buffers[buf] = unique_name(c_ident(buf.name), taken)
@@ -202,16 +222,22 @@ class CRenderer:
     def affine(self, terms: dict[Symbol, int], offset: int) -> str:
         """``4*i0 + i1 - 1``: integer (int64) C text of an affine combination."""
         parts: list[str] = []
+        symbols, used = self.symbols, self.used_symbols
         for sym, coeff in terms.items():
             if coeff != 0:
-                name = self.sym(sym)
-                term = name if abs(coeff) == 1 else f"{abs(coeff)}*{name}"
-                sign = "-" if coeff < 0 else ("+" if parts else "")
-                parts.append(f"{sign} {term}" if parts else f"{sign}{term}")
+                name = symbols.get(sym)
+                if name is None:
+                    name = self.sym(sym)  # raises
+                used.add(sym)
+                term = name if coeff == 1 or coeff == -1 else f"{abs(coeff)}*{name}"
+                if parts:
+                    parts.append(f"- {term}" if coeff < 0 else f"+ {term}")
+                else:
+                    parts.append(f"-{term}" if coeff < 0 else term)
         if not parts:
-            parts.append(str(offset))
-        elif offset != 0:
-            parts.append(f"{'-' if offset < 0 else '+'} {abs(offset)}")
+            return str(offset)
+        if offset != 0:
+            parts.append(f"- {-offset}" if offset < 0 else f"+ {offset}")
         return " ".join(parts)
 
     def index(self, e: IndexExpr) -> str:
@@ -223,13 +249,16 @@ class CRenderer:
 
     def cell(self, buf: Buffer, index: tuple[IndexExpr, ...]) -> str:
         """Row-major flat offset of a cell, folded into one affine expression."""
-        if buf not in self.buffers:
+        name = self.buffers.get(buf)
+        if name is None:
             raise BackendError(f"{self.prog.name}: buffer {buf.name!r} is not a parameter")
-        if len(index) != len(buf.dims):
+        dims = buf.dims
+        if len(index) != len(dims):
             raise BackendError(f"{self.prog.name}: {len(index)} indices for {buf.name!r}")
-        terms, offset = flat_terms(buf.dims, index)
+        terms, offset = flat(dims, index)
         self.used_buffers.add(buf)
-        name = f"(({U4}*){self.buffers[buf]})" if buf.uint4x32 else self.buffers[buf]
+        if buf.uint4x32:
+            name = f"(({U4}*){name})"
         marks = self.offset_marks
         if marks is None or buf not in self.params:
             return self.syntax.cell(name, self.affine(terms, offset))
@@ -241,31 +270,39 @@ class CRenderer:
 
     def op(self, op: UnOp | BinOp | TernOp, *args: str) -> str:
         """The dialect's text of `op` on `args`, recording the helpers it calls."""
-        text, helpers = self.syntax.op(op, self.words, args)
-        self.helpers.update(helpers)
-        return text
+        templates = self.op_templates
+        if templates is None:  # the dialect spells `op` its own way
+            text, helpers = self.syntax.op(op, self.words, args)
+            self.helpers.update(helpers)
+            return text
+        found = templates.get(id(op))  # (an enum member: hashed by id, not its name)
+        if found is None:
+            found = templates[id(op)] = self.syntax.op_template(op, self.words)
+        self.helpers.update(found[1])
+        return found[0].format(*args, **self.words)
 
     def expr(self, e: Expr) -> str:
         """The C text of an expression (a number, or a uint4x32 word where `is_word`)."""
         match e:
-            case Const(value=v):
-                return self.syntax.const(v, self.prog.precision)
+            # (the cases in order of frequency: the node kinds are disjoint)
             case Get(buffer=buf, index=index):
-                if buf.uint4x32:
-                    return self.cell(buf, index)
+                if buf.uint4x32 or (self.plain and buf.precision is None):
+                    return self.cell(buf, index)  # stored as computed: no conversion
                 return self.converted(self.syntax.load(
                     storage(buf, self.prog.precision), self.cell(buf, index),
                     self.prog.precision.compute))
-            case GetLocal(name=name):
-                return self.local(name)
-            case SymbolValue(symbol=sym):
-                return self.syntax.cast(self.words[Word.TYPE], self.sym(sym))
-            case Unary(op=op, arg=arg):
-                return self.op(op, self.num(arg))
             case Binary(op=BinOp.THREEFRY4X32, lhs=lhs, rhs=rhs):
                 return self.op(BinOp.THREEFRY4X32, self.word(lhs), self.word(rhs))
             case Binary(op=op, lhs=lhs, rhs=rhs):
                 return self.op(op, self.num(lhs), self.num(rhs))
+            case Const(value=v):
+                return self.syntax.const(v, self.prog.precision)
+            case GetLocal(name=name):
+                return self.local(name)
+            case Unary(op=op, arg=arg):
+                return self.op(op, self.num(arg))
+            case SymbolValue(symbol=sym):
+                return self.syntax.cast(self.words[Word.TYPE], self.sym(sym))
             case Ternary(op=op, a=a, b=b, c=c):
                 return self.op(op, self.num(a), self.num(b), self.num(c))
             case ThreefryUniform(key=key, counter=counter):
@@ -280,7 +317,9 @@ class CRenderer:
 
     def num(self, e: Expr) -> str:
         """`e` as a number of the routine's precision (a uint4x32 word gives its word 0)."""
-        if not is_word(e):
+        cls = e.__class__  # `is_word`, inline (a hot path)
+        if not ((cls is Get and e.buffer.uint4x32)  # type: ignore[union-attr]
+                or (cls is Binary and e.op is BinOp.THREEFRY4X32)):  # type: ignore[union-attr]
             return self.expr(e)
         self.helpers.add("u4")
         return f"ocannl_u4_to_{self.words[Word.SUFFIX]}({strip_outer(self.expr(e))})"
@@ -295,20 +334,24 @@ class CRenderer:
     def stmt(self, s: Stmt, depth: int, out: list[str]) -> None:
         """Append the lines of `s`, indented by `depth` levels, to `out`."""
         pad = "  " * depth
-        match s:
-            case Noop():
-                pass
-            case Comment(text=text):
-                out.extend(f"{pad}/* {ln.replace('*/', '* /')} */" for ln in text.splitlines())
+        match s:  # (the cases in order of frequency: the node kinds are disjoint)
+            case SetCell(buffer=buf, index=index, value=value):
+                if buf.uint4x32:
+                    text = self.word(value)
+                elif self.plain and buf.precision is None:
+                    text = self.value(value)  # stored as computed: no conversion
+                else:
+                    text = self.converted(self.syntax.store(self.storage(buf),
+                                                            self.value(value)))
+                out.append(f"{pad}{self.cell(buf, index)} = {strip_outer(text)};")
+            case ForLoop(symbol=sym, extent=extent, body=body, threads=th):
+                self.for_loop(sym, extent, body, depth, out, th, s)
             case Seq(stmts=stmts):
                 self.seq(stmts, depth, out)
-            case ForLoop(symbol=sym, extent=extent, body=body, threads=th):
-                self.for_loop(sym, extent, body, depth, out, th)
-            case SetCell(buffer=buf, index=index, value=value):
-                text = (self.word(value) if buf.uint4x32
-                        else self.converted(self.syntax.store(self.storage(buf),
-                                                              self.value(value))))
-                out.append(f"{pad}{self.cell(buf, index)} = {strip_outer(text)};")
+            case Comment(text=text):
+                out.extend(f"{pad}/* {ln.replace('*/', '* /')} */" for ln in text.splitlines())
+            case Noop():
+                pass
             case SetFromVec(buffer=buf, vector=vec, value=value, length=n):
                 self.helpers.update(("u4", "vec_uniform"))
                 start = f"{n} * ({self.index(vec)})"
@@ -347,16 +390,17 @@ class CRenderer:
                 self.stmt(sub, depth, out)
 
     def for_loop(self, sym: Symbol, extent: int, body: Stmt, depth: int, out: list[str],
-                 threads: int = 1) -> None:
+                 threads: int = 1, node: ForLoop | None = None) -> None:
         """A loop: a contraction kernel call or a reordered nest where the dialect allows
         and they apply, else a plain ``for`` (after `syntax.inner_loop_pragma` if innermost).
         A loop marked for `threads` > 1 runs on OpenMP threads where the dialect has the C
         backend's kernels (then compiled with -fopenmp): its own parallel loop, or with
         `team` a worksharing loop of the routine's region. It stays serial where the kernel
         takes one of its inner loops (a kernel call sums with other roundings than the loop
-        it replaces; the same nest must give the same bits at any thread count).
+        it replaces; the same nest must give the same bits at any thread count). `node`:
+        the loop itself, when the caller has it (its facts are then memoized by identity).
         """
-        loop = ForLoop(sym, extent, body)
+        loop = node if node is not None else ForLoop(sym, extent, body, threads)
         # a nest converting storage runs as plain loops (no kernel, reordering, lanes, threads)
         plain = bool(self.foreign) and not self.foreign.isdisjoint(reads(body) | writes(body))
         kernels = None if self.in_parallel or plain else self.kernels
@@ -368,8 +412,7 @@ class CRenderer:
         if not par and not plain and self.reorder and c_reorder.render(self, loop, depth, out,
                                                                        self.lanes):
             return
-        if not par and not plain and self.lanes and c_lanes.render(
-                self, ForLoop(sym, extent, body, threads), depth, out):
+        if not par and not plain and self.lanes and c_lanes.render(self, loop, depth, out):
             return
         if sym not in self.symbols:
             self.symbols[sym] = f"i{self.n_iters}"
@@ -414,8 +457,12 @@ class CRenderer:
 
     def buffer_type(self, buf: Buffer) -> str:
         """The C element type of `buf`'s parameter."""
-        return self.words[Word.STORAGE] if buf.uint4x32 else \
-            self.syntax.storage_type(self.storage(buf))
+        text = self.buffer_types.get(buf)
+        if text is None:
+            text = self.buffer_types[buf] = (
+                self.words[Word.STORAGE] if buf.uint4x32
+                else self.syntax.storage_type(self.storage(buf)))
+        return text
 
     def converted(self, text_helper: tuple[str, str | None]) -> str:
         """The text of a load or store conversion (`CSyntax.load`), recording its helper."""

@@ -21,7 +21,6 @@ off; so does a dialect without `reorder_loops` (CUDA: one thread per cell).
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 from typing import Protocol
 
 from ocannl_ast import config
@@ -97,7 +96,8 @@ def admissible(red: ReductionNest, lanes: bool = False) -> bool:
 
 def _subst(e: Expr, name: str, by: Expr) -> Expr:
     """`e` with every ``GetLocal(name)`` replaced by `by`."""
-    return map_expr(e, lambda x: by if x == GetLocal(name) else None)
+    return map_expr(e, lambda x: by if x.__class__ is GetLocal and x.name == name  # type: ignore[union-attr]
+                    else None)
 
 
 def _unique(r: Renderer, stem: str) -> str:
@@ -137,7 +137,7 @@ def render(r: Renderer, loop: ForLoop, depth: int, out: list[str], lanes: bool =
     _nest(r, red.outer, SetCell(local, index, red.init), depth + 1, out)
     step = SetCell(local, index, _subst(red.step, red.acc, acc))
     _nest(r, (*red.reduce, *red.outer), step, depth + 1, out)
-    store = replace(red.store, value=_subst(red.store.value, red.acc, acc))
+    store = SetCell(red.store.buffer, red.store.index, _subst(red.store.value, red.acc, acc))
     _nest(r, red.outer, store, depth + 1, out)
     out.append(pad + "}")
     return True

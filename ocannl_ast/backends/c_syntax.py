@@ -281,6 +281,17 @@ def threefry_c(words: Mapping[str, str]) -> list[str]:
     return [*lines, "}"]
 
 
+def _is_half(precision: Precision) -> bool:
+    """`precision.is_half` by identity (hot: the enum's property builds a dict per call)."""
+    return precision is Precision.FLOAT16 or precision is Precision.BFLOAT16
+
+
+def _is_plain(precision: Precision) -> bool:
+    """Whether cells stored in `precision` are numbers computed in as they are (float32,
+    float64): loads and stores convert nothing."""
+    return precision is Precision.FLOAT32 or precision is Precision.FLOAT64
+
+
 @dataclass(frozen=True, slots=True)
 class CSyntax:
     """Plain C11 (for gcc): ``int name(float* restrict b, ..., int64_t s)``, libm calls.
@@ -352,7 +363,7 @@ class CSyntax:
     def storage_type(self, precision: Precision) -> str:
         """The C element type of a buffer stored in `precision` (bfloat16, float16:
         ``unsigned short``; ids: ``uint32_t``, ``uint64_t``, ``int32_t``)."""
-        if precision.is_half:
+        if _is_half(precision):
             return "unsigned short"
         return INTEGER_TYPES.get(precision) or self.type_names[precision]
 
@@ -360,18 +371,22 @@ class CSyntax:
              compute: Precision | None = None) -> tuple[str, str | None]:
         """A cell stored in `precision` as a number of the compute precision (`compute`,
         else `precision`'s), and the helper it calls."""
+        if _is_plain(precision):
+            return cell, None
         if precision.is_integer:
             return self.cast(self.type_names[compute or precision.compute], cell), None
-        if not precision.is_half:
+        if not _is_half(precision):
             return cell, None
         helper, load, _ = HALF_CONVERSIONS[precision]
         return f"{load}({cell})", helper
 
     def store(self, precision: Precision, value: str) -> tuple[str, str | None]:
         """A computed number as a stored cell (rounded to nearest even), and its helper."""
+        if _is_plain(precision):
+            return value, None
         if precision.is_integer:  # only copies of ids are written (`tensor.precisions`)
             return self.cast(INTEGER_TYPES[precision], value), None
-        if not precision.is_half:
+        if not _is_half(precision):
             return value, None
         helper, _, store = HALF_CONVERSIONS[precision]
         return f"{store}({value})", helper
@@ -379,14 +394,20 @@ class CSyntax:
     def op(self, op: UnOp | BinOp | TernOp, words: Mapping[str, str],
            args: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
         """The text of `op` applied to `args`, and the helpers it needs (with dependencies)."""
+        template, helpers = self.op_template(op, words)
+        return template.format(*args, **words), helpers
+
+    def op_template(self, op: UnOp | BinOp | TernOp, words: Mapping[str, str]
+                    ) -> tuple[str, tuple[str, ...]]:
+        """`op`'s text with ``{0}``, ``{1}``, ... for its operands (and `Word` names, filled
+        from `words`: ``template.format(*args, **words)``), and the helpers it needs."""
         if self.own_math and op in c_math.OWN_OPS and not config.libm():
-            template, helpers = c_math.spelling(op, words[Word.SUFFIX])  # type: ignore[arg-type]
-            return template.format(*args), helpers
+            return c_math.spelling(op, words[Word.SUFFIX])  # type: ignore[arg-type]
         spelling = self.ops[op]
         needed: tuple[str, ...] = ()
         if spelling.helper is not None:
             needed = (spelling.helper, *self.helper_deps.get(spelling.helper, ()))
-        return spelling.template.format(*args, **words), needed
+        return spelling.template, needed
 
     def helper_defs(self, used: set[str], words: Mapping[str, str]) -> list[str]:
         """Definitions of the `used` helpers, in dependency order, each followed by ''."""

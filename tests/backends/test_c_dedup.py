@@ -183,3 +183,26 @@ def test_units_weigh_inlined_transcendentals(monkeypatch: pytest.MonkeyPatch) ->
     heavy = _Part(("  y[0] = ocannl_exp_f(x[0]) + ocannl_tanh_f(x[1]);",), (), (), False)
     plain = _Part(tuple(f"  y[{k}] = x[{k}] + 1.0f;" for k in range(100)), (), (), False)
     assert _groups([plain, heavy, plain], False, 2) == [[0, 2], [1]]
+
+
+def test_tokens_are_marks_and_words_at_a_boundary() -> None:
+    """The renaming's tokenizer (written for speed) splits every text as the plain pattern
+    ``\\x01\\d+\\x01|\\b[A-Za-z_]\\w*\\b`` does: words inside numbers (``1.0f``, ``0x1p``)
+    and after non-ASCII letters are no tokens."""
+    import random
+
+    plain = re.compile(r"(\x01\d+\x01|\b[A-Za-z_]\w*\b)")
+    rnd = random.Random(0)
+    alphabet = "ab_Z09 \u00e9\x01\x01+*[](\n.\x02"
+    texts = ["".join(rnd.choice(alphabet) for _ in range(rnd.randint(0, 24)))
+             for _ in range(20000)]
+    texts += ["  a[4*i0 + \x010\x01] = 1.0f * b_1[\x0112\x01] + 0x1p-3f;", "\u00e9x f x\u00e9 _"]
+    for text in texts:
+        assert c_dedup._TOKEN.split(text) == plain.split(text), repr(text)
+    assert c_dedup._TOKEN.split("1.0f + f")[1::2] == ["f"]
+
+
+def test_heavy_calls_are_counted_at_a_word_start() -> None:
+    """`_weight` counts a transcendental helper's call only where it starts a word."""
+    body = ["  y[0] = ocannl_exp_f(x[0]) + my_ocannl_exp_f(x[1]);", "  ocannl_tanh_d(z);"]
+    assert c_backend._weight(body) == 2 + 2 * c_backend.HELPER_CALL_LINES
