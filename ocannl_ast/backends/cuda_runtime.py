@@ -115,11 +115,18 @@ _MEM: dict[int, _DevArray] = {}
 _mem_lock = threading.RLock()
 
 
-def _free(key: int, ptr: Any) -> None:
+def _free(key: int, ptr: Any, dev: Device) -> None:
     with _mem_lock:
         _MEM.pop(key, None)
+    _free_on(dev, ptr)
+
+
+def _free_on(dev: Device, ptr: Any) -> None:
+    """Free `ptr` on the device that allocated it (never opening a device to do so: a
+    finalizer may run at any time, e.g. at shutdown or inside a test's patched `os`)."""
     with contextlib.suppress(BackendError, RuntimeError, OSError):  # at shutdown
-        device().driver.cuMemFree(ptr)
+        dev.activate()
+        dev.driver.cuMemFree(ptr)
 
 
 def _dev_array(arr: np.ndarray) -> _DevArray:
@@ -129,7 +136,7 @@ def _dev_array(arr: np.ndarray) -> _DevArray:
             dev = device()
             ptr = _check(dev.driver.cuMemAlloc(max(arr.nbytes, 1)), "cuMemAlloc")
             d = _MEM[id(arr)] = _DevArray(ptr)
-            weakref.finalize(arr, _free, id(arr), ptr)
+            weakref.finalize(arr, _free, id(arr), ptr, dev)
         return d
 
 
@@ -175,7 +182,7 @@ def device_arena(arena: np.ndarray, views: Sequence[np.ndarray]) -> int:
     with _mem_lock:
         dev = device()
         base = int(_check(dev.driver.cuMemAlloc(max(arena.nbytes, 1)), "cuMemAlloc"))
-        weakref.finalize(arena, _free_block, dev.driver.CUdeviceptr(base))
+        weakref.finalize(arena, _free_on, dev, dev.driver.CUdeviceptr(base))
         start = arena.ctypes.data
         for v in views:
             offset = v.ctypes.data - start
@@ -185,11 +192,6 @@ def device_arena(arena: np.ndarray, views: Sequence[np.ndarray]) -> int:
             _MEM[id(v)] = _DevArray(dev.driver.CUdeviceptr(base + offset))
             weakref.finalize(v, _MEM.pop, id(v), None)
         return base
-
-
-def _free_block(ptr: Any) -> None:
-    with contextlib.suppress(BackendError, RuntimeError, OSError):  # at shutdown
-        device().driver.cuMemFree(ptr)
 
 
 def to_device(arr: np.ndarray) -> None:
