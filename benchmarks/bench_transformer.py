@@ -38,6 +38,7 @@ import ocannl_ast as oc
 LOSS_RTOL = 1e-4
 CHECK_STEPS = 3
 COMPILE_TARGET_S = 2.0
+COLD_REPEATS = 3  #: runs of the target row's cold compile (each in a fresh cache)
 G = "transformer"
 T = TypeVar("T")
 
@@ -207,7 +208,8 @@ def compile_rows(quick: bool) -> list[Row]:
     it is built; the contraction kernel's objects and the library's own @op/@cd functions
     rewritten), this model and its step are not. Then with nothing prebuilt either
     (`OCANNL_AST_PREBUILT=off`: the kernel objects compiled and the library rewritten
-    too). Each row shows the load average at its start."""
+    too). The first row is the median of `COLD_REPEATS` runs (min and max shown), the
+    others one run each; each shows the load average at its start (median)."""
     what = "cold compile of the step (fresh cache, gcc included)"
     target = f"<= {COMPILE_TARGET_S:g} s"
     subprocess.run([sys.executable, "-m", "ocannl_ast.prebuilt"], check=False,
@@ -216,14 +218,19 @@ def compile_rows(quick: bool) -> list[Row]:
     bare = ", nothing prebuilt (OCANNL_AST_PREBUILT=off: kernel objects, library rewrites)"
     for label, jobs, prebuilt in (("", None, True), (", one translation unit", "1", True),
                                   (bare, None, False)):
-        try:
-            got = cold_compile(quick, jobs, prebuilt)
+        try:  # the target row: the median of COLD_REPEATS runs (each its own fresh cache)
+            runs = [cold_compile(quick, jobs, prebuilt)
+                    for _ in range(1 if quick or label else COLD_REPEATS)]
         except WorkerTimeout as e:
             rows.append(Row(G, what + label, str(e), target if not label else "", False))
             continue
-        rows.append(Row(G, what + label, f"{got['seconds']:.3g} s ({got['units']} C file(s), "
-                                         f"{got['lines']:.0f} lines, {got['shared']:.0f} "
-                                         "shared nest functions; "
+        got = {k: float(np.median([r[k] for r in runs])) for k in runs[0]}
+        secs = [r["seconds"] for r in runs]
+        spread = f" (min {min(secs):.3g}, max {max(secs):.3g}, {len(secs)} runs)" \
+            if len(secs) > 1 else ""
+        rows.append(Row(G, what + label, f"{got['seconds']:.3g} s{spread} ({got['units']:.0f} "
+                                         f"C file(s), {got['lines']:.0f} lines, "
+                                         f"{got['shared']:.0f} shared nest functions; "
                                          f"CPU: python {got['python_cpu']:.2g} s, gcc "
                                          f"{got['gcc_cpu']:.2g} s; load {got['load']:.2g})",
                         "" if label else target,
