@@ -2,7 +2,9 @@
 (width 32, batch 32) against its depth: 2, 4, 8, 16, 32, 64 layers (--quick: 2 and 4).
 
 Each depth runs REPEATS times (--quick: once), each in a fresh interpreter with a fresh
-private cache directory (so gcc really runs); each stage's figure is the median. Split into
+private cache directory (so gcc really runs on the routine; the contraction kernel's
+objects come from the installation's prebuilt directory, `python -m ocannl_ast.prebuilt`,
+when it holds them); each stage's figure is the median. Split into
 the Python side -- building the graph and training code, shape inference + lowering
 (`Context.lower_code`) and C code generation (`render_c_units`) -- then gcc (the C backend's
 build: its flags, a large routine's translation units compiled at once, `OCANNL_AST_CC_JOBS`,

@@ -291,7 +291,8 @@ print(json.dumps({{
 
 
 def _probe(rewrite_cache: str) -> dict[str, Any]:
-    env = {**os.environ, "OCANNL_AST_REWRITE_CACHE": rewrite_cache}
+    # the installation's prebuilt rewrites off: a cold cache must really rewrite
+    env = {**os.environ, "OCANNL_AST_REWRITE_CACHE": rewrite_cache, "OCANNL_AST_PREBUILT": "off"}
     code = _PROBE.format(describe_dir=str(DESCRIBE_DIR))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env=env, check=True)
