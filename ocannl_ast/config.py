@@ -87,6 +87,12 @@ def cc_jobs() -> str:
     return (_raw("CC_JOBS") or "").strip()
 
 
+def cuda_graphs() -> bool:
+    """``OCANNL_AST_CUDA_GRAPHS``: a CUDA routine replays its kernel launches as a captured
+    CUDA graph (on unless "0": then each call launches every kernel from Python)."""
+    return _on("CUDA_GRAPHS", True)
+
+
 def cache_root() -> Path:
     """``OCANNL_AST_CACHE``, else ``~/.cache/ocannl_ast``: compiled C routines are kept in
     it directly when it is set (in ``c/`` below the default), CUDA images in ``cuda/``,

@@ -13,6 +13,7 @@ of static arguments run on the host before any launch.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -49,7 +50,7 @@ class Kernel:
 
     name: str
     buffers: tuple[int, ...]
-    statics: tuple[int, ...]
+    statics: tuple[int, ...]  #: read from the device array of static arguments
     threads: int  #: 1 for a serial kernel; else the flattened independent iterations
 
     def grid(self) -> tuple[int, int]:
@@ -70,13 +71,43 @@ class HostCheck:
 
 @dataclass(frozen=True, slots=True)
 class CudaPlan:
-    """A rendered routine: its source and the kernels to launch, in order."""
+    """A rendered routine: its source and the kernels to launch, in order. `source` is
+    `head` followed by `units` (the text of each kernel, in order)."""
 
     source: str
     cname: str
     kernels: tuple[Kernel, ...]
     host_checks: tuple[HostCheck, ...]
     checks: dict[int, str]  #: error code -> description (host and device checks)
+    head: str = ""
+    units: tuple[str, ...] = ()
+
+    def part_sources(self, parts: int) -> list[tuple[str, range]]:
+        """At most `parts` translation units of consecutive kernels (each with the head),
+        balanced by lines of code, and which kernels each holds; one unit is `source`."""
+        n = len(self.units)
+        parts = max(1, min(parts, n))
+        if parts == 1:
+            return [(self.source, range(n))]
+        weights = [_code_lines(u) for u in self.units]
+        total = sum(weights)
+        out: list[tuple[str, range]] = []
+        lo, acc = 0, 0
+        for k in range(n):
+            acc += weights[k]
+            left = parts - len(out) - 1  # parts still to start after this one
+            if left and (acc * parts >= total * (len(out) + 1) or n - k - 1 == left):
+                out.append((self._unit_source(lo, k + 1), range(lo, k + 1)))
+                lo = k + 1
+        out.append((self._unit_source(lo, n), range(lo, n)))
+        return out
+
+    def _unit_source(self, lo: int, hi: int) -> str:
+        return (self.head + "".join(self.units[lo:hi])).rstrip("\n") + "\n"
+
+
+def _code_lines(text: str) -> int:
+    return sum(1 for ln in text.splitlines() if ln and not ln.startswith("/*"))
 
 
 # ---- uses and independence ----------------------------------------------------------
@@ -136,6 +167,7 @@ class _KernelWriter:
     lines: list[str]
     kernels: list[Kernel]
     comments: list[str]
+    starts: list[int]  #: where each kernel's lines start in `lines`
 
     def emit(self, units: list[Stmt], threads: int, body: list[str]) -> None:
         """A kernel over the buffers and static arguments `units` use, with `body`."""
@@ -150,12 +182,15 @@ class _KernelWriter:
         syntax, bufs_ = self.syntax, self.prog.buffers
         params = [syntax.buffer_param(self.r.buffer_type(bufs_[i]), self.r.buffers[bufs_[i]])
                   for i in b_pos]
-        params += [syntax.static_param(self.r.symbols[self.prog.static_args[i]]) for i in s_pos]
+        if s_pos:
+            params.append(syntax.statics_param())
+        reads = [syntax.static_read(self.r.symbols[self.prog.static_args[i]], i) for i in s_pos]
         name = f"{self.cname}_k{len(self.kernels)}"
         what = "1 thread" if threads == 1 else f"{threads} threads"
+        self.starts.append(len(self.lines))
         self.lines += [f"/* kernel {len(self.kernels)}: {what} */", *self.comments]
         self.comments.clear()
-        self.lines += [syntax.signature(name, params), *body, *syntax.epilogue(), ""]
+        self.lines += [syntax.signature(name, params), *reads, *body, *syntax.epilogue(), ""]
         self.kernels.append(Kernel(name, b_pos, s_pos, threads))
 
     def serial(self, units: list[Stmt]) -> None:
@@ -205,7 +240,7 @@ def plan_cuda(prog: LoopProgram, syntax: CudaSyntax = CUDA) -> CudaPlan:
     """Render `prog` as kernels (see the module docstring) and the plan to launch them."""
     r = CRenderer(prog, syntax)
     cname = c_ident(prog.name, "ocannl_")
-    w = _KernelWriter(prog, r, syntax, cname, [], [], [])
+    w = _KernelWriter(prog, r, syntax, cname, [], [], [], [])
     units = nests.units(prog.body)
     if any(isinstance(u, DeclLocal | SetLocal) for u in units):
         units = [prog.body]  # routine-level locals: one serial kernel keeps them in scope
@@ -239,7 +274,11 @@ def plan_cuda(prog: LoopProgram, syntax: CudaSyntax = CUDA) -> CudaPlan:
     if r.threefry:
         head += [*syntax.threefry(r.words), ""]
     source = "\n".join([*head, *w.lines]).rstrip("\n") + "\n"
-    return CudaPlan(source, cname, tuple(w.kernels), tuple(host), dict(r.checks))
+    bounds = [*w.starts, len(w.lines)]
+    texts = tuple("".join(ln + "\n" for ln in w.lines[a:b]) for a, b in itertools.pairwise(bounds))
+    head_text = "".join(ln + "\n" for ln in [*head, *w.lines[:bounds[0]]])
+    return CudaPlan(source, cname, tuple(w.kernels), tuple(host), dict(r.checks), head_text,
+                    texts)
 
 
 def _parallel_part(u: Stmt) -> Fill | tuple[list[Loop], Stmt] | None:

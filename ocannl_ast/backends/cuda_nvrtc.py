@@ -5,6 +5,10 @@ Stage: after rendering. Input: a translation unit and a virtual architecture
 hash of the source, the architecture, the options and the NVRTC version; entries are
 written atomically with a digest file and rebuilt when they do not verify. cuda-python is
 imported lazily: without it a `BackendError` names the package to install.
+
+NVRTC's time grows with the number of kernels (about 40 ms each for sm_90, half in NVVM, half
+in ptxas), so `compile_parts` compiles a large routine as several programs of balanced size
+at once, in threads (``nvrtcCompileProgram`` releases the GIL), each cached on its own.
 """
 
 from __future__ import annotations
@@ -12,6 +16,9 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +29,11 @@ from ocannl_ast.errors import BackendError
 #: No FMA contraction (as gcc's -ffp-contract=off), IEEE division and square root.
 NVRTC_OPTIONS: tuple[str, ...] = ("-fmad=false", "-prec-div=true", "-prec-sqrt=true",
                                   "-ftz=false", "-std=c++17")
+#: Kernels per program below which a routine is not split further (each program costs about
+#: 70 ms of its own; a kernel about 40 ms).
+MIN_PART_KERNELS = 32
+#: The most programs (threads) ``OCANNL_AST_CC_JOBS=auto`` (the default) gives one routine.
+MAX_AUTO_PARTS = 16
 INSTALL_HINT = "pip install 'ocannl_ast[cuda]' (cuda-python and nvidia-cuda-nvrtc-cu12)"
 
 
@@ -129,3 +141,39 @@ def compile_ptx(name: str, source: str, arch: str, directory: Path | None = None
     except OSError:
         pass
     return ptx
+
+
+def nvrtc_jobs() -> int:
+    """How many NVRTC programs (threads) a large routine may be split into:
+    ``OCANNL_AST_CC_JOBS`` (a positive count), else (unset or ``auto``) the CPUs this process
+    may use, at most `MAX_AUTO_PARTS`."""
+    raw = config.cc_jobs()
+    if raw in ("", "auto"):
+        try:
+            cpus = len(os.sched_getaffinity(0))
+        except AttributeError:  # not on Linux
+            cpus = os.cpu_count() or 1
+        return max(1, min(cpus, MAX_AUTO_PARTS))
+    if not raw.isdigit() or int(raw) < 1:
+        raise BackendError(f"OCANNL_AST_CC_JOBS must be a positive count or 'auto', got {raw!r}")
+    return int(raw)
+
+
+def part_count(kernels: int, jobs: int | None = None) -> int:
+    """Programs for a routine of `kernels` kernels: `jobs` (default `nvrtc_jobs()`), but
+    each of at least `MIN_PART_KERNELS` kernels."""
+    jobs = nvrtc_jobs() if jobs is None else jobs
+    return max(1, min(jobs, kernels // MIN_PART_KERNELS))
+
+
+def compile_parts(name: str, sources: Sequence[str], arch: str,
+                  compile_one: Callable[[str, str, str], bytes] | None = None) -> list[bytes]:
+    """The images of `sources` (programs ``name``, ``name_p1``, ...), compiled at once in
+    threads by `compile_one` (default `compile_ptx` into the default cache)."""
+    one = compile_ptx if compile_one is None else compile_one
+    names = [name if i == 0 else f"{name}_p{i}" for i in range(len(sources))]
+    if len(sources) == 1:
+        return [one(name, sources[0], arch)]
+    nvrtc_version()  # loaded once, before the threads
+    with ThreadPoolExecutor(len(sources), thread_name_prefix="nvrtc") as pool:
+        return list(pool.map(one, names, sources, [arch] * len(sources)))

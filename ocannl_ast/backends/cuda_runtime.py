@@ -22,9 +22,11 @@ from typing import Any
 
 import numpy as np
 
+from ocannl_ast import config
 from ocannl_ast.backends.binding import BoundRoutine
 from ocannl_ast.backends.cuda_backend import CudaPlan
-from ocannl_ast.backends.cuda_nvrtc import INSTALL_HINT, compile_ptx
+from ocannl_ast.backends.cuda_graphs import GraphCache
+from ocannl_ast.backends.cuda_nvrtc import INSTALL_HINT, compile_parts, compile_ptx, part_count
 from ocannl_ast.backends.protocol import Entry
 from ocannl_ast.errors import BackendError
 from ocannl_ast.lowering.loop_ir import LoopProgram
@@ -112,13 +114,22 @@ class _DevArray:
 
 
 _MEM: dict[int, _DevArray] = {}
+#: ids of the arrays whose device copy is older than the host's (`_DevArray.host_newer`)
+_DIRTY: set[int] = set()
 _mem_lock = threading.RLock()
 
 
 def _free(key: int, ptr: Any, dev: Device) -> None:
     with _mem_lock:
         _MEM.pop(key, None)
+        _DIRTY.discard(key)
     _free_on(dev, ptr)
+
+
+def _forget(key: int) -> None:
+    with _mem_lock:
+        _MEM.pop(key, None)
+        _DIRTY.discard(key)
 
 
 def _free_on(dev: Device, ptr: Any) -> None:
@@ -136,21 +147,23 @@ def _dev_array(arr: np.ndarray) -> _DevArray:
             dev = device()
             ptr = _check(dev.driver.cuMemAlloc(max(arr.nbytes, 1)), "cuMemAlloc")
             d = _MEM[id(arr)] = _DevArray(ptr)
+            _DIRTY.add(id(arr))
             weakref.finalize(arr, _free, id(arr), ptr, dev)
         return d
 
 
-def _upload(arr: np.ndarray, d: _DevArray) -> None:
+def _upload(arr: np.ndarray, d: _DevArray, dev: Device | None = None) -> None:
     """Copy the host array to its device buffer once the routine stream's earlier kernels,
     which may still read or write that buffer, are done: the synchronous copy alone waits
     for them only under the legacy default stream, not with per-thread default streams."""
     if d.host_newer:
         if arr.nbytes:
-            dev = device()
+            dev = device() if dev is None else dev
             _check(dev.driver.cuStreamSynchronize(dev.stream), "cuStreamSynchronize")
             _check(dev.driver.cuMemcpyHtoD(d.ptr, arr.ctypes.data, arr.nbytes),
                    "cuMemcpyHtoD")
         d.host_newer = False
+        _DIRTY.discard(id(arr))
 
 
 def to_host(arr: np.ndarray) -> None:
@@ -172,6 +185,7 @@ def host_written(arr: np.ndarray) -> None:
         d = _MEM.get(id(arr))
         if d is not None:
             d.host_newer, d.device_newer = True, False
+            _DIRTY.add(id(arr))
 
 
 def device_arena(arena: np.ndarray, views: Sequence[np.ndarray]) -> int:
@@ -190,7 +204,8 @@ def device_arena(arena: np.ndarray, views: Sequence[np.ndarray]) -> int:
                 raise BackendError("device_arena: each view must lie inside the arena and "
                                    "have no device copy yet")
             _MEM[id(v)] = _DevArray(dev.driver.CUdeviceptr(base + offset))
-            weakref.finalize(v, _MEM.pop, id(v), None)
+            _DIRTY.add(id(v))
+            weakref.finalize(v, _forget, id(v))
         return base
 
 
@@ -206,6 +221,7 @@ def device_written(arr: np.ndarray) -> None:
         d = _MEM.get(id(arr))
         if d is not None:
             d.host_newer, d.device_newer = False, True
+            _DIRTY.discard(id(arr))
 
 
 def stream_handle() -> int:
@@ -227,26 +243,54 @@ def load_image(image: bytes) -> bytes:
 class CudaRoutine(BoundRoutine):
     """A loaded CUDA routine (a `protocol.CompiledRoutine`): ``routine(arrays, static_args)``
     like the C backend's, or `bind` once and `run_bound`. A run uploads the bound arrays the
-    host wrote since, launches every kernel and returns without waiting (unless a kernel has
-    an in-kernel check to read back)."""
+    host wrote since and the static arguments (one asynchronous copy), replays the CUDA graph
+    of its launches (`cuda_graphs`; or launches every kernel, ``OCANNL_AST_CUDA_GRAPHS=0``)
+    and returns without waiting (unless a kernel has an in-kernel check to read back).
 
-    def __init__(self, prog: LoopProgram, plan: CudaPlan, image: bytes) -> None:
+    `images` are the compiled programs of `plan.part_sources`, in order (one module each)."""
+
+    def __init__(self, prog: LoopProgram, plan: CudaPlan, images: Sequence[bytes],
+                 parts: Sequence[range] | None = None) -> None:
         super().__init__(prog, plan.checks)
         dev = device()
+        drv = dev.driver
         self.plan = plan
-        self._image = load_image(image)
-        self._module = _check(dev.driver.cuModuleLoadData(self._image), "cuModuleLoadData")
-        self._functions = [_check(dev.driver.cuModuleGetFunction(self._module, k.name.encode()),
-                                  "cuModuleGetFunction") for k in plan.kernels]
-        self._err = _check(dev.driver.cuMemAlloc(4), "cuMemAlloc")
+        parts = [range(len(plan.kernels))] if parts is None else parts
+        self._images = [load_image(image) for image in images]
+        self._modules = [_check(drv.cuModuleLoadData(im), "cuModuleLoadData")
+                         for im in self._images]
+        self._functions = [_check(drv.cuModuleGetFunction(module, plan.kernels[k].name.encode()),
+                                  "cuModuleGetFunction")
+                           for module, part in zip(self._modules, parts) for k in part]
+        if len(self._functions) != len(plan.kernels):
+            raise BackendError(f"routine {self.name}: {len(images)} images for "
+                               f"{len(parts)} parts of {len(plan.kernels)} kernels")
+        self._err = _check(drv.cuMemAlloc(4), "cuMemAlloc")
         self._device_checks = any(c not in {h.code for h in plan.host_checks}
                                   for c in plan.checks)
-        self._slots = [np.zeros(len(k.buffers) + len(k.statics) + 1, dtype=np.int64)
+        #: the static arguments, on the host (uploaded each call) and on the device
+        self._statics = np.zeros(max(1, self._n_static), dtype=np.int64)
+        self._statics_dev = _check(drv.cuMemAlloc(self._statics.nbytes), "cuMemAlloc")
+        self._uses_statics = any(k.statics for k in plan.kernels)
+        weakref.finalize(self, _free_on, dev, self._err)
+        weakref.finalize(self, _free_on, dev, self._statics_dev)
+        self._slots = [np.zeros(len(k.buffers) + bool(k.statics) + 1, dtype=np.int64)
                        for k in plan.kernels]
-        self._params = [np.array([s.ctypes.data + 8 * i for i in range(s.size)], dtype=np.uint64)
-                        for s in self._slots]
+        for k, slots in zip(plan.kernels, self._slots):
+            slots[-1] = int(self._err)
+            if k.statics:
+                slots[-2] = int(self._statics_dev)
+        params = [np.array([s.ctypes.data + 8 * i for i in range(s.size)], dtype=np.uint64)
+                  for s in self._slots]
+        self._params = params
+        self._grid = [k.grid() for k in plan.kernels]
+        self._launches = [(fn, blocks, threads, p.ctypes.data)
+                          for fn, (blocks, threads), p in zip(self._functions, self._grid, params)]
         self._last: tuple[int, ...] = ()
-        self._statics = np.zeros(max(1, self._n_static), dtype=np.int64)  #: `entry`'s
+        self._size_list = list(self._sizes)
+        self._devs: tuple[tuple[np.ndarray, ...] | None, list[_DevArray], tuple[int, ...],
+                          list[_DevArray]] = (None, [], (), [])
+        self.graphs = GraphCache(self, drv, dev.stream, config.cuda_graphs())
 
     def run_bound(self, static_args: Sequence[int]) -> None:
         """Launch on the bound arrays (the caller holds the routine's lock)."""
@@ -258,12 +302,13 @@ class CudaRoutine(BoundRoutine):
         """``(fn, table, statics, failed)`` (see `protocol.Entry`): `fn` launches and returns
         0; a failed check raises from it directly."""
         n = self._n_static
+        statics = np.zeros(max(1, n), dtype=np.int64)
 
-        def fn(table: tuple[np.ndarray, ...], statics: np.ndarray) -> int:
-            self._launch(table, statics[:n].tolist())
+        def fn(table: tuple[np.ndarray, ...], values: np.ndarray) -> int:
+            self._launch(table, values[:n].tolist())
             return 0
 
-        return fn, self.bound, self._statics, self._failed
+        return fn, self.bound, statics, self._failed
 
     def _bind(self, arrays: Sequence[np.ndarray]) -> None:
         for pos, arr in enumerate(arrays):
@@ -272,23 +317,34 @@ class CudaRoutine(BoundRoutine):
         self.bound = arrays if isinstance(arrays, tuple) else tuple(arrays)
 
     def _launch(self, arrays: Sequence[np.ndarray], static_args: Sequence[int]) -> None:
-        self._host_checks(static_args)
+        if self.plan.host_checks:
+            self._host_checks(static_args)
         dev = device()
-        devs = self._device_arrays(arrays)
-        self._fill_slots(devs, static_args)
-        drv = dev.driver
-        if self._device_checks:
-            _check(drv.cuMemsetD32Async(self._err, 0, 1, dev.stream), "cuMemsetD32Async")
-        for fn, kernel, params in zip(self._functions, self.plan.kernels, self._params):
-            (blocks, threads) = kernel.grid()
-            _check(drv.cuLaunchKernel(fn, blocks, 1, 1, threads, 1, 1, 0, dev.stream,
-                                      params.ctypes.data, 0), f"cuLaunchKernel {kernel.name}")
+        drv, stream = dev.driver, dev.stream
         with _mem_lock:
-            for d, written in zip(devs, self._written):
-                if written:
-                    d.device_newer = True
+            ptrs, written = self._device_arrays(arrays, dev)
+            if ptrs != self._last:
+                self._fill_slots(ptrs)
+            if self._device_checks:
+                _check(drv.cuMemsetD32Async(self._err, 0, 1, stream), "cuMemsetD32Async")
+            if self._uses_statics:
+                self._statics[:len(static_args)] = static_args
+                # pageable host memory: the driver stages it before returning
+                _check(drv.cuMemcpyHtoDAsync(self._statics_dev, self._statics.ctypes.data,
+                                             self._statics.nbytes, stream), "cuMemcpyHtoDAsync")
+            if not (self.graphs.enabled
+                    and self.graphs.launch(ptrs, lambda: self._launch_all(drv, stream))):
+                self._launch_all(drv, stream)
+            for d in written:
+                d.device_newer = True
         if self._device_checks:
             self._read_error(dev)
+
+    def _launch_all(self, drv: Any, stream: Any) -> None:
+        for fn, blocks, threads, params in self._launches:
+            err = drv.cuLaunchKernel(fn, blocks, 1, 1, threads, 1, 1, 0, stream, params, 0)
+            if int(err[0]) != 0:
+                _check(err, f"cuLaunchKernel {self.name}")
 
     def _host_checks(self, static_args: Sequence[int]) -> None:
         for c in self.plan.host_checks:
@@ -296,26 +352,29 @@ class CudaRoutine(BoundRoutine):
             if not 0 <= index < c.bound:
                 raise self._failed(c.code)
 
-    def _device_arrays(self, arrays: Sequence[np.ndarray]) -> list[_DevArray]:
-        """The device copies of `arrays`, each checked again (an in-place resize) and
-        uploaded where the host wrote it since."""
-        devs: list[_DevArray] = []
-        for pos, arr in enumerate(arrays):
-            if not self._array_ok(pos, arr):
-                raise self._bad_array(pos, arr)
-            d = _dev_array(arr)
-            _upload(arr, d)
-            devs.append(d)
-        return devs
+    def _device_arrays(self, arrays: Sequence[np.ndarray], dev: Device
+                       ) -> tuple[tuple[int, ...], list[_DevArray]]:
+        """The addresses of the device copies of `arrays` (the caller holds `_mem_lock`) and
+        the copies the routine writes; each array checked again (an in-place resize) and uploaded
+        where the host wrote it since. Kept for the next call on the same tuple of arrays."""
+        cached, devs, ptrs, written = self._devs
+        if arrays is not cached or [a.size for a in arrays] != self._size_list:
+            for pos, arr in enumerate(arrays):
+                if not self._array_ok(pos, arr):
+                    raise self._bad_array(pos, arr)
+            devs = [_dev_array(arr) for arr in arrays]
+            ptrs = tuple([int(d.ptr) for d in devs])
+            written = [d for d, w in zip(devs, self._written) if w]
+            self._devs = (arrays if isinstance(arrays, tuple) else None, devs, ptrs, written)
+        if _DIRTY:
+            for arr, d in zip(arrays, devs):
+                if d.host_newer:
+                    _upload(arr, d, dev)
+        return ptrs, written
 
-    def _fill_slots(self, devs: list[_DevArray], static_args: Sequence[int]) -> None:
-        ptrs = tuple(int(d.ptr) for d in devs)
+    def _fill_slots(self, ptrs: tuple[int, ...]) -> None:
         for kernel, slots in zip(self.plan.kernels, self._slots):
-            nb = len(kernel.buffers)
-            if ptrs != self._last:
-                slots[:nb] = [ptrs[i] for i in kernel.buffers]
-                slots[-1] = int(self._err)
-            slots[nb:-1] = [int(static_args[i]) for i in kernel.statics]
+            slots[:len(kernel.buffers)] = [ptrs[i] for i in kernel.buffers]
         self._last = ptrs
 
     def _read_error(self, dev: Device) -> None:
@@ -333,9 +392,11 @@ def device_arch() -> str:
 
 
 def compile_cuda_routine(prog: LoopProgram, plan: CudaPlan) -> CudaRoutine:
-    """Compile (or reuse the cached image of) `plan` for the device and load it."""
-    image = compile_ptx(plan.cname, plan.source, device_arch())
-    return CudaRoutine(prog, plan, image)
+    """Compile (or reuse the cached images of) `plan` for the device and load it: a large
+    routine as several NVRTC programs at once (`cuda_nvrtc.part_count`)."""
+    parts = plan.part_sources(part_count(len(plan.kernels)))
+    images = compile_parts(plan.cname, [src for src, _ in parts], device_arch(), compile_ptx)
+    return CudaRoutine(prog, plan, images, [kernels for _, kernels in parts])
 
 
 def synchronize() -> None:

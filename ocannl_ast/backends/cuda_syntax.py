@@ -2,7 +2,8 @@
 
 NVRTC compiles without the C library headers, so the prologue defines the fixed-width
 integer types and the NAN / INFINITY literals itself; helpers are ``__device__`` functions,
-buffers ``__restrict__`` pointers, indices ``long long``. Kernels return nothing: a failing
+buffers ``__restrict__`` pointers, indices ``long long``, static arguments read from the
+routine's device array of them (``ocannl_statics``). Kernels return nothing: a failing
 `CheckIndex` stores its code in the routine's error cell (first failure wins) and returns.
 The math spellings, helpers and threefry text are the C dialect's, so a device routine
 computes the same bits as the C one (with ``-fmad=false``, as gcc's ``-ffp-contract=off``).
@@ -19,6 +20,8 @@ from ocannl_ast.lowering.loop_ir import CONTRACTION_MIN_WORK, Precision
 ERR = "ocannl_err"
 #: Name of the flattened thread index of a grid-stride loop.
 THREAD = "ocannl_t"
+#: Name of the parameter pointing to the routine's device array of static arguments.
+STATICS = "ocannl_statics"
 
 #: C++ keywords and CUDA built-ins a buffer name may not take (C's are prefixed already).
 CUDA_RESERVED = frozenset((
@@ -65,6 +68,14 @@ class CudaSyntax(CSyntax):
     def check(self, index: str, bound: int, code: int) -> str:
         return (f"if (!(0 <= ({index}) && ({index}) < {bound})) "
                 f"{{ atomicCAS({ERR}, 0, {code}); return; }}")
+
+    def statics_param(self) -> str:
+        """The parameter of a kernel that reads static arguments: their device array."""
+        return f"const {self.index_type}* {self.restrict} {STATICS}"
+
+    def static_read(self, name: str, pos: int) -> str:
+        """The first statement of such a kernel: static argument `pos` as a local `name`."""
+        return f"  const {self.index_type} {name} = {STATICS}[{pos}];"
 
     def signature(self, cname: str, params: list[str]) -> str:
         return f"{self.kernel_qualifier}void {cname}({', '.join([*params, f'int* {ERR}'])}) {{"

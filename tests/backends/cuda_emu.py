@@ -44,6 +44,7 @@ from cuda_emu_api import (
     _host_pointer,
     _uint,
 )
+from cuda_emu_graphs import GraphDriver, _Copy
 from cuda_emu_image import (
     TAIL,
     EmulatorFault,
@@ -104,8 +105,9 @@ class Stats:
 _OK = CUresult.CUDA_SUCCESS
 
 
-class FakeDriver:
-    """The ``cuda.bindings.driver`` calls `cuda_runtime` makes, on one emulated device."""
+class FakeDriver(GraphDriver):
+    """The ``cuda.bindings.driver`` calls `cuda_runtime` makes, on one emulated device (the
+    capture and graph calls: `cuda_emu_graphs`)."""
 
     CUresult = CUresult
     CUdevice_attribute = CUdevice_attribute
@@ -113,7 +115,7 @@ class FakeDriver:
     CUmodule, CUfunction, CUdeviceptr = CUmodule, CUfunction, CUdeviceptr
 
     def __init__(self, directory: Path | None = None, capability: tuple[int, int] = (9, 0),
-                 devices: int = 1, race_check: bool = True) -> None:
+                 devices: int = 1, race_check: bool = True, graphs: bool = True) -> None:
         self.directory = directory or Path(tempfile.mkdtemp(prefix="ocannl_cuda_emu_"))
         self.capability, self.devices, self.race_check = capability, devices, race_check
         self.initialized = False
@@ -130,6 +132,7 @@ class FakeDriver:
         #: the work queued on other (blocking) streams, as they do under the legacy stream
         self.per_thread_default_stream = False
         self._next_handle = 0x1000
+        self._init_graphs(graphs)
 
     # ---- helpers --------------------------------------------------------------------
 
@@ -158,8 +161,8 @@ class FakeDriver:
         return a if addr + max(nbytes, 1) <= a.base + a.size else None
 
     def _stream(self, h: Any) -> list[_Launch | _Memset] | None:
-        key = _address(h, CUstream, "hStream")
-        return self.streams.get(key) if key else self.streams.setdefault(0, [])
+        """The queue of stream `h`, or the recording of its capture in progress."""
+        return self._queue(_address(h, CUstream, "hStream"))
 
     # ---- device and context ---------------------------------------------------------
 
@@ -233,6 +236,8 @@ class FakeDriver:
         _uint(bytesize, "bytesize", 64)
         if (err := self._ready("cuMemAlloc")) != _OK:
             return err, CUdeviceptr()
+        if (err := self._capture_blocks(unsafe=True)) != _OK:
+            return err, CUdeviceptr()
         if bytesize == 0:
             return CUresult.CUDA_ERROR_INVALID_VALUE, CUdeviceptr()
         raw = (ctypes.c_char * (bytesize + 2 * GUARD))()
@@ -248,6 +253,8 @@ class FakeDriver:
     def cuMemFree(self, dptr: Any) -> tuple[CUresult]:
         base = _address(dptr, CUdeviceptr, "dptr")
         if (err := self._ready("cuMemFree")) != _OK:
+            return (err,)
+        if (err := self._capture_blocks(unsafe=True)) != _OK:
             return (err,)
         with self.lock:
             self.synchronize_all()
@@ -265,6 +272,8 @@ class FakeDriver:
         if (err := self._ready("cuMemcpyHtoD")) != _OK:
             return (err,)
         with self.lock:
+            if (err := self._capture_blocks()) != _OK:  # the legacy stream waits for it
+                return (err,)
             if not self.per_thread_default_stream:
                 self.synchronize_all()  # the legacy stream waits for blocking streams
             if self.find(dst, n) is None or not src or self.find(src) is not None:
@@ -280,6 +289,8 @@ class FakeDriver:
         if (err := self._ready("cuMemcpyDtoH")) != _OK:
             return (err,)
         with self.lock:
+            if (err := self._capture_blocks()) != _OK:
+                return (err,)
             if not self.per_thread_default_stream:
                 self.synchronize_all()
             if self.find(src, n) is None or not dst or self.find(dst) is not None:
@@ -311,6 +322,8 @@ class FakeDriver:
             key = _address(hStream, CUstream, "hStream")
             if key and key not in self.streams:
                 return (CUresult.CUDA_ERROR_INVALID_HANDLE,)
+            if (err := self._capture_blocks(key or None)) != _OK:
+                return (err,)
             self.synchronize_all()
         return (_OK,)
 
@@ -395,6 +408,8 @@ class FakeDriver:
                     if isinstance(op, _Memset):
                         (ctypes.c_uint32 * op.count).from_address(op.addr)[:] = \
                             [op.value] * op.count
+                    elif isinstance(op, _Copy):
+                        ctypes.memmove(op.addr, op.data, len(op.data))
                     else:
                         self._run(op)
 

@@ -20,14 +20,25 @@ class CUresult(enum.IntEnum):
     CUDA_ERROR_INVALID_IMAGE = 200
     CUDA_ERROR_INVALID_CONTEXT = 201
     CUDA_ERROR_INVALID_HANDLE = 400
+    CUDA_ERROR_ILLEGAL_STATE = 401
     CUDA_ERROR_NOT_FOUND = 500
     CUDA_ERROR_ILLEGAL_ADDRESS = 700
+    CUDA_ERROR_NOT_SUPPORTED = 801
+    CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED = 900
+    CUDA_ERROR_STREAM_CAPTURE_INVALIDATED = 901
+    CUDA_ERROR_STREAM_CAPTURE_IMPLICIT = 906
 
 
 class CUdevice_attribute(enum.IntEnum):
     CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK = 1
     CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75
     CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76
+
+
+class CUstreamCaptureMode(enum.IntEnum):
+    CU_STREAM_CAPTURE_MODE_GLOBAL = 0
+    CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1
+    CU_STREAM_CAPTURE_MODE_RELAXED = 2
 
 
 class _Handle:
@@ -59,6 +70,8 @@ class CUstream(_Handle): ...
 class CUmodule(_Handle): ...
 class CUfunction(_Handle): ...
 class CUdeviceptr(_Handle): ...
+class CUgraph(_Handle): ...
+class CUgraphExec(_Handle): ...
 
 
 def _uint(value: Any, what: str, bits: int = 32) -> int:

@@ -44,7 +44,8 @@ static __device__ __forceinline__ __attribute__((unused)) float ocannl_max_f(flo
 /* virtual: compose_2 (its reader fused into the reduction) */
 /* virtual: einsum (its reader fused into the reduction) */
 /* virtual: relu_grad_2 (its reader fused into the reduction) */
-extern "C" __global__ void moons_step_k0(float* __restrict__ w, float* __restrict__ moons_x, float* __restrict__ add, float* __restrict__ b, long long s_batch, int* ocannl_err) {
+extern "C" __global__ void moons_step_k0(float* __restrict__ w, float* __restrict__ moons_x, float* __restrict__ add, float* __restrict__ b, const long long* __restrict__ ocannl_statics, int* ocannl_err) {
+  const long long s_batch = ocannl_statics[0];
   for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 256LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
     const long long i0 = ocannl_t / 16;
     const long long i1 = ocannl_t % 16;
@@ -79,7 +80,8 @@ extern "C" __global__ void moons_step_k2(float* __restrict__ relu, float* __rest
 }
 
 /* kernel 3: 16 threads */
-extern "C" __global__ void moons_step_k3(float* __restrict__ add_1, float* __restrict__ w_2, float* __restrict__ b_b_2, float* __restrict__ moons_y, float* __restrict__ sub, long long s_batch, int* ocannl_err) {
+extern "C" __global__ void moons_step_k3(float* __restrict__ add_1, float* __restrict__ w_2, float* __restrict__ b_b_2, float* __restrict__ moons_y, float* __restrict__ sub, const long long* __restrict__ ocannl_statics, int* ocannl_err) {
+  const long long s_batch = ocannl_statics[0];
   for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 16LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
     const long long i8 = ocannl_t;
     float l_acc3 = 0.0f;
@@ -123,7 +125,8 @@ extern "C" __global__ void moons_step_k7(float* __restrict__ sub, float* __restr
 }
 
 /* kernel 8: 16 threads */
-extern "C" __global__ void moons_step_k8(float* __restrict__ moons_y, float* __restrict__ mul_grad, float* __restrict__ add_grad, long long s_batch, int* ocannl_err) {
+extern "C" __global__ void moons_step_k8(float* __restrict__ moons_y, float* __restrict__ mul_grad, float* __restrict__ add_grad, const long long* __restrict__ ocannl_statics, int* ocannl_err) {
+  const long long s_batch = ocannl_statics[0];
   for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 16LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
     const long long i12 = ocannl_t;
     add_grad[i12] = moons_y[16*s_batch + i12] * mul_grad[i12];
@@ -213,7 +216,8 @@ extern "C" __global__ void moons_step_k15(float* __restrict__ add_grad_2, float*
 }
 
 /* kernel 16: 32 threads */
-extern "C" __global__ void moons_step_k16(float* __restrict__ moons_x, float* __restrict__ add_grad_2, float* __restrict__ w_grad_2, long long s_batch, int* ocannl_err) {
+extern "C" __global__ void moons_step_k16(float* __restrict__ moons_x, float* __restrict__ add_grad_2, float* __restrict__ w_grad_2, const long long* __restrict__ ocannl_statics, int* ocannl_err) {
+  const long long s_batch = ocannl_statics[0];
   for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 32LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
     const long long i1 = ocannl_t / 2;
     const long long i2 = ocannl_t % 2;
@@ -226,7 +230,8 @@ extern "C" __global__ void moons_step_k16(float* __restrict__ moons_x, float* __
 }
 
 /* kernel 17: 1 thread */
-extern "C" __global__ void moons_step_k17(float* __restrict__ learning_rate, long long s_step, int* ocannl_err) {
+extern "C" __global__ void moons_step_k17(float* __restrict__ learning_rate, const long long* __restrict__ ocannl_statics, int* ocannl_err) {
+  const long long s_step = ocannl_statics[1];
   learning_rate[0] = 0.10000000149011612f * (1.0f - ((0.8999999761581421f * ((float)s_step)) / 100.0f));
 }
 
