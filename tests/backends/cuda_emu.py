@@ -39,6 +39,7 @@ from cuda_emu_api import (
     CUmodule,
     CUresult,
     CUstream,
+    CUstreamCaptureMode,
     _address,
     _Handle,
     _host_pointer,
@@ -54,7 +55,8 @@ from cuda_emu_image import (
     compile_image,
 )
 
-__all__ = ["TAIL", "CUresult", "EmulatorFault", "FakeDriver", "compile_image", "installed"]
+__all__ = ["TAIL", "CUresult", "CUstreamCaptureMode", "EmulatorFault", "FakeDriver",
+           "compile_image", "installed"]
 
 GUARD = 64  #: canary bytes on each side of an allocation
 CANARY = 0xA5

@@ -163,3 +163,51 @@ def test_images_must_arrive_whole(dev: _Device) -> None:
 def test_cpp_errors_in_the_source_are_reported(dev: _Device) -> None:
     with pytest.raises(EmulatorFault, match="does not compile"):
         dev.d.cuModuleLoadData(cuda_emu.compile_image('extern "C" __global__ void k( {'))
+
+
+def _get(dev: _Device, p, n: int) -> np.ndarray:
+    y = np.zeros(n, dtype=np.float32)
+    assert dev.d.cuMemcpyDtoH(y.ctypes.data, p, y.nbytes) == (CUresult.CUDA_SUCCESS,)
+    return y
+
+
+def test_captured_launches_replay_in_order_with_their_captured_parameters(dev: _Device) -> None:
+    d, mode = dev.d, cuda_emu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
+    x = np.arange(4, dtype=np.float32)
+    px, py, pz, perr = dev.alloc(4), dev.alloc(4), dev.alloc(4), dev.alloc(1)
+    d.cuMemcpyHtoD(px, x.ctypes.data, x.nbytes)
+    assert d.cuStreamBeginCapture(dev.stream, mode) == (CUresult.CUDA_SUCCESS,)
+    dev.launch("scale", [py, px, perr], 4)  # y = 2x, then z = 2y: order matters
+    dev.launch("scale", [pz, py, perr], 4)
+    err, graph = d.cuStreamEndCapture(dev.stream)
+    assert err == CUresult.CUDA_SUCCESS and d.stats.launches == 0  # recorded, not run
+    err, ex = d.cuGraphInstantiate(graph, 0)
+    assert err == CUresult.CUDA_SUCCESS and d.cuGraphDestroy(graph) == (CUresult.CUDA_SUCCESS,)
+    for _ in range(2):
+        assert d.cuGraphLaunch(ex, dev.stream) == (CUresult.CUDA_SUCCESS,)
+    np.testing.assert_array_equal(_get(dev, pz, 4), 4 * x)
+    assert d.stats.launches == 4
+    x2 = np.full(4, 3.0, dtype=np.float32)  # pageable memory: staged at the call
+    assert d.cuMemcpyHtoDAsync(px, x2.ctypes.data, x2.nbytes, dev.stream) == \
+        (CUresult.CUDA_SUCCESS,)
+    x2[:] = 0.0
+    d.cuGraphLaunch(ex, dev.stream)
+    np.testing.assert_array_equal(_get(dev, pz, 4), np.full(4, 12.0))
+    assert d.cuGraphExecDestroy(ex) == (CUresult.CUDA_SUCCESS,)
+    assert d.cuGraphLaunch(ex, dev.stream) == (CUresult.CUDA_ERROR_INVALID_HANDLE,)
+
+
+def test_a_synchronizing_call_invalidates_a_capture(dev: _Device) -> None:
+    d, mode = dev.d, cuda_emu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
+    px, py, perr = dev.alloc(4), dev.alloc(4), dev.alloc(1)
+    host = np.zeros(4, dtype=np.float32)
+    d.cuStreamBeginCapture(dev.stream, mode)
+    assert d.cuStreamBeginCapture(dev.stream, mode) == (CUresult.CUDA_ERROR_ILLEGAL_STATE,)
+    dev.launch("scale", [py, px, perr], 4)
+    assert d.cuMemcpyHtoD(px, host.ctypes.data, host.nbytes) == \
+        (CUresult.CUDA_ERROR_STREAM_CAPTURE_IMPLICIT,)
+    assert d.cuStreamEndCapture(dev.stream)[0] == CUresult.CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
+    d.cuStreamBeginCapture(dev.stream, mode)
+    assert d.cuMemAlloc(4)[0] == CUresult.CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
+    assert d.cuStreamEndCapture(dev.stream)[0] == CUresult.CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
+    assert d.stats.launches == 0  # nothing captured ever ran
