@@ -1,18 +1,27 @@
 """GPU mode: the moons training step and float32 matmul (n = 1024, 4096) on the CUDA backend
-against the C backend and PyTorch CUDA (when installed), ratios measured in one run.
+against the C backend and PyTorch CUDA (when installed), ratios measured in one run; the
+moons step and the transformer LM step (benchmarks/transformer_model.py) with CUDA graph
+replay against direct launches (``OCANNL_AST_CUDA_GRAPHS=0`` when compiled), the transformer
+also against PyTorch CUDA eager; and the cold NVRTC compile of the transformer step as one
+program and as several compiled at once (`--nvrtc`: only that, which needs no GPU).
 
 Without a GPU (or cuda-python) the CUDA figures are reported as skipped with the reason and
 only the C backend's times are measured. Times include a stream synchronization per call.
 
-Run: `.venv/bin/python benchmarks/bench_cuda.py [--quick]` (or benchmarks/run_all.py).
+Run: `.venv/bin/python benchmarks/bench_cuda.py [--quick] [--nvrtc]` (or benchmarks/run_all.py).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
-from collections.abc import Callable
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -58,13 +67,28 @@ def matmul_fn(backend: str, n: int) -> Callable[[int], None]:
     return lambda i: r()
 
 
-def moons_fn(backend: str, batch: int) -> Callable[[int], None]:
+@contextmanager
+def graphs(on: bool) -> Iterator[None]:
+    """Routines compiled inside replay CUDA graphs (`on`) or launch directly."""
+    saved = os.environ.get("OCANNL_AST_CUDA_GRAPHS")
+    os.environ["OCANNL_AST_CUDA_GRAPHS"] = "1" if on else "0"
+    try:
+        yield
+    finally:
+        if saved is None:
+            del os.environ["OCANNL_AST_CUDA_GRAPHS"]
+        else:
+            os.environ["OCANNL_AST_CUDA_GRAPHS"] = saved
+
+
+def moons_fn(backend: str, batch: int, use_graphs: bool = True) -> Callable[[int], None]:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "backends"))
     import cuda_cases
 
     case = cuda_cases.moons_step(n=batch * 8, batch=batch)
     ctx = oc.Context(backend=backend)
-    step = ctx.compile(case["code"])
+    with graphs(use_graphs):
+        step = ctx.compile(case["code"])
     nb = case["n_batches"]
     step(batch=0, step=0)
     if backend == "cuda":
@@ -85,6 +109,99 @@ def torch_matmul(n: int) -> Callable[[int], None] | None:
     return lambda i: (a @ b, torch.cuda.synchronize())[0]
 
 
+def transformer_fns(quick: bool) -> dict[str, Callable[[int], None]]:
+    """The transformer LM step on CUDA with graphs, without, and in PyTorch CUDA eager (when
+    installed), from the same weights; their first losses checked against each other."""
+    import transformer_model as tm
+
+    cfg = tm.QUICK if quick else tm.Config()
+    ids, tgt = tm.data(cfg)
+    fns: dict[str, Callable[[int], None]] = {}
+    losses: dict[str, float] = {}
+    weights = None
+    for name, on in (("cuda graphs", True), ("cuda direct", False)):
+        ctx = oc.Context(backend="cuda")
+        with graphs(on):
+            step, loss, weights = tm.build_ocannl(cfg, ids, tgt, ctx, weights)
+        step(batch=0)
+        losses[name] = float(ctx.get(loss).reshape(-1)[0])
+        fns[name] = lambda i, s=step: (s(batch=i % cfg.n_batches), _sync())[0]
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is not None and torch.cuda.is_available() and weights is not None:
+        ts = tm.torch_step(cfg, ids, tgt, weights, device="cuda")
+        losses["torch cuda"] = ts(0)
+        fns["torch cuda"] = lambda i: (ts(i), torch.cuda.synchronize())[0]
+    first = losses["cuda graphs"]
+    for name, v in losses.items():
+        assert abs(v - first) <= 1e-4 * max(1.0, abs(first)), (name, v, first)
+    return fns
+
+
+def nvrtc_rows(quick: bool) -> list[Row]:
+    """Cold NVRTC compile (a fresh cache) of the transformer step's CUDA source for the
+    device's architecture (sm_90 without one): one program, and `nvrtc_jobs()` at once."""
+    import transformer_model as tm
+
+    from ocannl_ast.backends import cuda_nvrtc
+
+    group = "cuda nvrtc transformer step"
+    try:
+        cuda_nvrtc.nvrtc_version()
+    except oc.BackendError as e:
+        return [Row(group, "nvrtc compile", f"skipped: {str(e).splitlines()[0][:60]}")]
+    plan = _transformer_plan(tm.QUICK if quick else tm.Config())
+    try:
+        from ocannl_ast.backends.cuda_runtime import device_arch
+
+        arch = device_arch()
+    except oc.BackendError:
+        arch = "sm_90"
+    rows = [Row(group, "kernels / source", f"{len(plan.kernels)} / {len(plan.source) >> 10} KiB")]
+    jobs = cuda_nvrtc.nvrtc_jobs()
+    for parts in sorted({1, cuda_nvrtc.part_count(len(plan.kernels), jobs)}):
+        with tempfile.TemporaryDirectory() as tmp:
+            srcs = [src for src, _ in plan.part_sources(parts)]
+            t0 = time.perf_counter()
+            cuda_nvrtc.compile_parts(plan.cname, srcs, arch, lambda n, s, a, d=Path(tmp):
+                                     cuda_nvrtc.compile_ptx(n, s, a, d))
+            dt = time.perf_counter() - t0
+        rows.append(Row(group, f"cold compile for {arch}, {len(srcs)} program(s)",
+                        f"{dt:.2f} s"))
+    return rows
+
+
+def _transformer_plan(cfg: Any) -> Any:
+    """The CUDA plan of the transformer step (rendering only: no GPU needed)."""
+    import transformer_model as tm
+
+    from ocannl_ast.backends import CudaBackend, register_backend, unregister_backend
+    from ocannl_ast.backends.cuda_backend import plan_cuda
+
+    plans: list[Any] = []
+
+    class Keep(CudaBackend):
+        def render(self, prog: Any) -> str:
+            plans.append(plan_cuda(prog, self.syntax))
+            return plans[-1].source
+
+    ids, tgt = tm.data(cfg)
+    onehot = np.eye(cfg.vocab, dtype=np.float32)[tgt]
+    bi = oc.static_index("batch")
+    loss, _ = tm.ocannl_loss(cfg, oc.ndarray(ids, batch_axes=2).batch_slice(bi),
+                             oc.ndarray(onehot, batch_axes=2).batch_slice(bi))
+    code = [oc.grad_update(loss),
+            oc.adam_update(loss, learning_rate=cfg.lr, weight_decay=cfg.weight_decay)]
+    register_backend("cuda_plan_probe", Keep, replace=True)
+    try:
+        oc.render(code, backend="cuda_plan_probe")
+    finally:
+        unregister_backend("cuda_plan_probe")
+    return plans[-1]
+
+
 def _rows(group: str, fns: dict[str, Callable[[int], None]], rounds: int) -> list[Row]:
     times = measure_all(fns, rounds=rounds, round_s=0.1)
     rows = [Row(group, f"{name} time per call", times[name].show()) for name in fns]
@@ -94,6 +211,12 @@ def _rows(group: str, fns: dict[str, Callable[[int], None]], rounds: int) -> lis
     if "cuda" in times and "torch cuda" in times:
         rows.append(ratio_row(group, "cuda time / torch cuda time",
                               times["cuda"].median / times["torch cuda"].median))
+    if "cuda graphs" in times and "cuda direct" in times:
+        rows.append(ratio_row(group, "speed-up of graph replay over direct launches",
+                              times["cuda direct"].median / times["cuda graphs"].median))
+    if "cuda graphs" in times and "torch cuda" in times:
+        rows.append(ratio_row(group, "cuda time / torch cuda time",
+                              times["cuda graphs"].median / times["torch cuda"].median))
     return rows
 
 
@@ -106,7 +229,11 @@ def run(quick: bool) -> list[Row]:
         fns = {"c": moons_fn("c", batch)}
         if missing is None:
             fns["cuda"] = moons_fn("cuda", batch)
+            fns["cuda direct"] = moons_fn("cuda", batch, use_graphs=False)
         rows += _rows(group, fns, rounds)
+        if missing is None:
+            rows.append(ratio_row(group, "speed-up of graph replay over direct launches",
+                                  _ratio(rows, group)))
         if missing is not None:
             rows.append(Row(group, "cuda step", f"skipped: {missing}"))
     for n in QUICK_SIZES if quick else FULL_SIZES:
@@ -121,13 +248,32 @@ def run(quick: bool) -> list[Row]:
             rows += _rows(group, fns, rounds)
         if missing is not None:
             rows.append(Row(group, "cuda matmul", f"skipped: {missing}"))
+    group = "cuda transformer step"
+    if missing is None:
+        rows += _rows(group, transformer_fns(quick), rounds)
+    else:
+        rows.append(Row(group, "cuda step", f"skipped: {missing}"))
     return rows
+
+
+def _ratio(rows: list[Row], group: str) -> float:
+    """direct / graphs, from the time rows of `group` (their medians)."""
+    t = {r.figure.removesuffix(" time per call"): _seconds(r.measured)
+         for r in rows if r.group == group and r.figure.endswith(" time per call")}
+    return t["cuda direct"] / t["cuda"]
+
+
+def _seconds(shown: str) -> float:
+    value, unit = shown.split(" [")[0].split()
+    return float(value) * {"s": 1.0, "ms": 1e-3, "us": 1e-6}[unit]
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--quick", action="store_true")
-    print_table(run(ap.parse_args().quick))
+    ap.add_argument("--nvrtc", action="store_true", help="only the NVRTC compile times")
+    args = ap.parse_args()
+    print_table(nvrtc_rows(args.quick) if args.nvrtc else run(args.quick))
 
 
 if __name__ == "__main__":

@@ -147,17 +147,19 @@ def build_ocannl(cfg: Config, ids_np: np.ndarray, tgt_np: np.ndarray, ctx: oc.Co
 
 
 def torch_step(cfg: Config, ids_np: np.ndarray, tgt_np: np.ndarray,
-               weights: dict[str, np.ndarray]) -> Step:
-    """The same model and AdamW in PyTorch eager (explicit matmuls on ocannl's layouts)."""
+               weights: dict[str, np.ndarray], device: str = "cpu") -> Step:
+    """The same model and AdamW in PyTorch eager (explicit matmuls on ocannl's layouts), on
+    `device` ("cuda": every tensor there)."""
     import torch
     import torch.nn.functional as F
 
-    p = {k: torch.nn.Parameter(torch.from_numpy(v.copy())) for k, v in weights.items()}
+    p = {k: torch.nn.Parameter(torch.from_numpy(v.copy()).to(device))
+         for k, v in weights.items()}
     opt = torch.optim.AdamW(p.values(), lr=cfg.lr, weight_decay=cfg.weight_decay, eps=1e-8)
-    ids_t = torch.from_numpy(ids_np.astype(np.int64))
-    tgt_t = torch.from_numpy(tgt_np)
+    ids_t = torch.from_numpy(ids_np.astype(np.int64)).to(device)
+    tgt_t = torch.from_numpy(tgt_np).to(device)
     hd = cfg.d_model // cfg.heads
-    mask = torch.ones(cfg.context, cfg.context, dtype=torch.bool).tril()
+    mask = torch.ones(cfg.context, cfg.context, dtype=torch.bool, device=device).tril()
 
     def ln(x: torch.Tensor, pre: str) -> torch.Tensor:
         return F.layer_norm(x, (cfg.d_model,), p[f"{pre}.ln_gain"], p[f"{pre}.ln_bias"], 1e-5)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import operator
 import threading
 import weakref
 from collections.abc import Sequence
@@ -113,6 +114,7 @@ class _DevArray:
     device_newer: bool = False  #: a routine wrote it since the last download
 
 
+_SIZE = operator.attrgetter("size")
 _MEM: dict[int, _DevArray] = {}
 #: ids of the arrays whose device copy is older than the host's (`_DevArray.host_newer`)
 _DIRTY: set[int] = set()
@@ -358,7 +360,7 @@ class CudaRoutine(BoundRoutine):
         the copies the routine writes; each array checked again (an in-place resize) and uploaded
         where the host wrote it since. Kept for the next call on the same tuple of arrays."""
         cached, devs, ptrs, written = self._devs
-        if arrays is not cached or [a.size for a in arrays] != self._size_list:
+        if arrays is not cached or list(map(_SIZE, arrays)) != self._size_list:
             for pos, arr in enumerate(arrays):
                 if not self._array_ok(pos, arr):
                     raise self._bad_array(pos, arr)

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from cuda_emu_api import (
+    _CTYPES,
     CUcontext,
     CUdevice,
     CUdevice_attribute,
@@ -453,14 +454,6 @@ class FakeDriver(GraphDriver):
         if raw[:GUARD] != guard or raw[GUARD + a.size:] != guard:
             raise EmulatorFault(f"out-of-bounds write around the {a.size}-byte allocation "
                                 f"0x{a.base:x} ({when})")
-
-
-_CTYPES: dict[str, Any] = {
-    "int": ctypes.c_int, "unsigned int": ctypes.c_uint, "long long": ctypes.c_longlong,
-    "unsigned long long": ctypes.c_ulonglong, "float": ctypes.c_float,
-    "double": ctypes.c_double, "uint32_t": ctypes.c_uint32, "int64_t": ctypes.c_int64,
-    "uint64_t": ctypes.c_uint64,
-}
 
 
 def _nvrtc_available() -> bool:

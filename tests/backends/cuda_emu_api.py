@@ -109,3 +109,12 @@ def _host_pointer(value: Any, what: str) -> tuple[int, Any]:
     buf = (ctypes.c_char * view.nbytes).from_buffer_copy(view) if view.readonly else \
         (ctypes.c_char * view.nbytes).from_buffer(view)
     return ctypes.addressof(buf), buf
+
+
+#: The ctypes of the kernel parameter types by value (a pointer is 8 bytes).
+_CTYPES: dict[str, Any] = {
+    "int": ctypes.c_int, "unsigned int": ctypes.c_uint, "long long": ctypes.c_longlong,
+    "unsigned long long": ctypes.c_ulonglong, "float": ctypes.c_float,
+    "double": ctypes.c_double, "uint32_t": ctypes.c_uint32, "int64_t": ctypes.c_int64,
+    "uint64_t": ctypes.c_uint64,
+}

@@ -262,7 +262,8 @@ def test_const_fill_of_many_cells() -> None:
 
 def test_bench_cuda_quick_runs_its_cuda_path() -> None:
     """benchmarks/bench_cuda.py --quick measures the CUDA rows (on the emulator here: the
-    times mean nothing, the code path and its value checks are what is exercised)."""
+    times mean nothing, the code path and its value checks are what is exercised: the
+    transformer step's first loss agrees with and without graphs)."""
     bench_dir = Path(__file__).resolve().parents[2] / "benchmarks"
     sys.path.insert(0, str(bench_dir))
     try:
@@ -274,6 +275,9 @@ def test_bench_cuda_quick_runs_its_cuda_path() -> None:
     text = [f"{r}" for r in rows]
     assert not any("skipped" in t for t in text), text
     assert sum("cuda time per call" in t for t in text) == 2, text
+    # moons and the transformer step, each with graph replay and with direct launches
+    assert sum("cuda direct time per call" in t for t in text) == 2, text
+    assert sum("graph replay over direct launches" in t for t in text) == 2, text
 
 
 def test_routines_run_from_other_threads() -> None:
