@@ -80,18 +80,24 @@ class GraphCache:
         except (AttributeError, TypeError, BackendError) as exc:  # no graph API here
             self.state = f"off (capture unavailable: {exc})"
             return None
-        graph = None
+        failure: Exception | None = None
         try:
-            try:
-                launch_all()
-            finally:  # always leave capture mode, also after a refused launch
-                graph = _ok(drv.cuStreamEndCapture(self.stream), "cuStreamEndCapture")
+            launch_all()
+        except (TypeError, BackendError) as exc:  # a launch refused while capturing
+            failure = exc
+        # ends the capture in every case (an invalidated one with an error and no graph):
+        # the stream must never stay in capture mode, or later launches would not run
+        err, graph = drv.cuStreamEndCapture(self.stream)
+        try:
+            if failure is not None:
+                raise failure
+            _ok((err, graph), "cuStreamEndCapture")
             ex = _ok(drv.cuGraphInstantiate(graph, 0), "cuGraphInstantiate")
         except (TypeError, BackendError) as exc:
             self.state = f"off (capture failed: {exc})"
             return None
         finally:
-            if graph is not None:
+            if graph is not None and int(err) == 0:
                 drv.cuGraphDestroy(graph)  # the executable graph is independent of it
         self.captures += 1
         return ex

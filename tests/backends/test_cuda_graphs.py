@@ -194,3 +194,25 @@ def test_bad_job_count_is_refused(monkeypatch) -> None:
         cuda_nvrtc.nvrtc_jobs()
     monkeypatch.setenv("OCANNL_AST_CC_JOBS", "auto")
     assert 1 <= cuda_nvrtc.nvrtc_jobs() <= cuda_nvrtc.MAX_AUTO_PARTS
+
+
+def test_a_launch_refused_while_capturing_ends_the_capture(cuda_emu_driver, monkeypatch) -> None:
+    """The capture is ended (never left open, which would swallow later launches) and the
+    routine launches directly from then on, with the right values."""
+    launch = cuda_emu_driver.cuLaunchKernel
+
+    def refuse_in_capture(*args):  # type: ignore[no-untyped-def]
+        if cuda_emu_driver.captures:
+            return (cuda_emu.CUresult.CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,)
+        return launch(*args)
+
+    monkeypatch.setattr(cuda_emu_driver, "cuLaunchKernel", refuse_in_capture)
+    routine = get_backend("cuda").compile(_gather(2))
+    arrays = _arrays(2, 5)
+    for s in (1, 2):
+        routine(arrays, [s])
+        assert not cuda_emu_driver.captures
+        for k, y in enumerate(_outputs(arrays)):
+            np.testing.assert_array_equal(y, arrays[0][s] + k)
+    assert routine.graphs.state.startswith("off (capture failed")
+    assert "STREAM_CAPTURE_UNSUPPORTED" in routine.graphs.state
