@@ -8,7 +8,8 @@ program and as several compiled at once (`--nvrtc`: only that, which needs no GP
 Without a GPU (or cuda-python) the CUDA figures are reported as skipped with the reason and
 only the C backend's times are measured. Times include a stream synchronization per call.
 
-Run: `.venv/bin/python benchmarks/bench_cuda.py [--quick] [--nvrtc]` (or benchmarks/run_all.py).
+Run: `.venv/bin/python benchmarks/bench_cuda.py [--quick] [--nvrtc | --transformer]` (or
+benchmarks/run_all.py); ``OCANNL_AST_NVRTC_FLAGS`` applies to the routines it compiles.
 """
 
 from __future__ import annotations
@@ -160,16 +161,26 @@ def nvrtc_rows(quick: bool) -> list[Row]:
     except oc.BackendError:
         arch = "sm_90"
     rows = [Row(group, "kernels / source", f"{len(plan.kernels)} / {len(plan.source) >> 10} KiB")]
-    jobs = cuda_nvrtc.nvrtc_jobs()
-    for parts in sorted({1, cuda_nvrtc.part_count(len(plan.kernels), jobs)}):
-        with tempfile.TemporaryDirectory() as tmp:
-            srcs = [src for src, _ in plan.part_sources(parts)]
-            t0 = time.perf_counter()
-            cuda_nvrtc.compile_parts(plan.cname, srcs, arch, lambda n, s, a, d=Path(tmp):
-                                     cuda_nvrtc.compile_ptx(n, s, a, d))
-            dt = time.perf_counter() - t0
-        rows.append(Row(group, f"cold compile for {arch}, {len(srcs)} program(s)",
-                        f"{dt:.2f} s"))
+    many = cuda_nvrtc.part_count(len(plan.kernels), cuda_nvrtc.nvrtc_jobs())
+    for parts, flags in ((1, ""), (many, ""), (many, "--Ofast-compile=min")):
+        saved = os.environ.get("OCANNL_AST_NVRTC_FLAGS")
+        os.environ["OCANNL_AST_NVRTC_FLAGS"] = flags
+        try:
+            with tempfile.TemporaryDirectory() as tmp:
+                srcs = [src for src, _ in plan.part_sources(parts)]
+                t0 = time.perf_counter()
+                cuda_nvrtc.compile_parts(plan.cname, srcs, arch, lambda n, s, a, d=Path(tmp):
+                                         cuda_nvrtc.compile_ptx(n, s, a, d))
+                shown = f"{time.perf_counter() - t0:.2f} s"
+        except oc.BackendError as e:  # an NVRTC without that flag
+            shown = f"skipped: {str(e).splitlines()[-1][:60]}"
+        finally:
+            if saved is None:
+                del os.environ["OCANNL_AST_NVRTC_FLAGS"]
+            else:
+                os.environ["OCANNL_AST_NVRTC_FLAGS"] = saved
+        rows.append(Row(group, f"cold compile for {arch}, {len(srcs)} program(s) {flags}",
+                        shown))
     return rows
 
 
@@ -220,6 +231,16 @@ def _rows(group: str, fns: dict[str, Callable[[int], None]], rounds: int) -> lis
     return rows
 
 
+def transformer_rows(quick: bool) -> list[Row]:
+    missing = cuda_missing()
+    group = "cuda transformer step"
+    if missing is not None:
+        return [Row(group, "cuda step", f"skipped: {missing}")]
+    flags = os.environ.get("OCANNL_AST_NVRTC_FLAGS", "")
+    return _rows(group + (f" ({flags})" if flags else ""), transformer_fns(quick),
+                 3 if quick else 7)
+
+
 def run(quick: bool) -> list[Row]:
     missing = cuda_missing()
     rounds = 3 if quick else 7
@@ -248,12 +269,7 @@ def run(quick: bool) -> list[Row]:
             rows += _rows(group, fns, rounds)
         if missing is not None:
             rows.append(Row(group, "cuda matmul", f"skipped: {missing}"))
-    group = "cuda transformer step"
-    if missing is None:
-        rows += _rows(group, transformer_fns(quick), rounds)
-    else:
-        rows.append(Row(group, "cuda step", f"skipped: {missing}"))
-    return rows
+    return rows + transformer_rows(quick)
 
 
 def _ratio(rows: list[Row], group: str) -> float:
@@ -272,8 +288,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--nvrtc", action="store_true", help="only the NVRTC compile times")
+    ap.add_argument("--transformer", action="store_true", help="only the transformer step")
     args = ap.parse_args()
-    print_table(nvrtc_rows(args.quick) if args.nvrtc else run(args.quick))
+    rows = (nvrtc_rows(args.quick) if args.nvrtc else transformer_rows(args.quick)
+            if args.transformer else run(args.quick))
+    print_table(rows)
 
 
 if __name__ == "__main__":

@@ -87,6 +87,12 @@ def cc_jobs() -> str:
     return (_raw("CC_JOBS") or "").strip()
 
 
+def nvrtc_flags() -> tuple[str, ...]:
+    """``OCANNL_AST_NVRTC_FLAGS``: NVRTC options added to the CUDA backend's own,
+    space-separated (e.g. ``--Ofast-compile=min``; not those fixing its numerics)."""
+    return tuple((_raw("NVRTC_FLAGS") or "").split())
+
+
 def cuda_graphs() -> bool:
     """``OCANNL_AST_CUDA_GRAPHS``: a CUDA routine replays its kernel launches as a captured
     CUDA graph (on unless "0": then each call launches every kernel from Python)."""

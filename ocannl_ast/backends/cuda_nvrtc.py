@@ -34,6 +34,9 @@ NVRTC_OPTIONS: tuple[str, ...] = ("-fmad=false", "-prec-div=true", "-prec-sqrt=t
 MIN_PART_KERNELS = 32
 #: The most programs (threads) ``OCANNL_AST_CC_JOBS=auto`` (the default) gives one routine.
 MAX_AUTO_PARTS = 16
+#: Option prefixes `OCANNL_AST_NVRTC_FLAGS` may not give: they would change the numerics.
+NUMERIC_OPTIONS = ("-fmad", "--fmad", "-prec-", "--prec-", "-ftz", "--ftz", "-use_fast_math",
+                   "--use_fast_math", "-std", "--std", "--gpu-architecture", "-arch")
 INSTALL_HINT = "pip install 'ocannl_ast[cuda]' (cuda-python and nvidia-cuda-nvrtc-cu12)"
 
 
@@ -58,6 +61,17 @@ def nvrtc_version() -> str:
         raise BackendError(f"NVRTC cannot be loaded ({exc}): {INSTALL_HINT}") from None
     _ok(nvrtc, err, "nvrtcVersion")
     return f"{major}.{minor}"
+
+
+def options() -> tuple[str, ...]:
+    """`NVRTC_OPTIONS` and then ``OCANNL_AST_NVRTC_FLAGS`` (BackendError for a flag that would
+    change the numerics or the architecture)."""
+    extra = config.nvrtc_flags()
+    for flag in extra:
+        if flag.startswith(NUMERIC_OPTIONS):
+            raise BackendError(f"OCANNL_AST_NVRTC_FLAGS may not set {flag!r}: the CUDA backend "
+                               f"fixes {' '.join(NVRTC_OPTIONS)} and the architecture")
+    return NVRTC_OPTIONS + extra
 
 
 def _ok(nvrtc: Any, err: Any, what: str) -> None:
@@ -86,7 +100,7 @@ def nvrtc_compile(name: str, source: str, arch: str) -> tuple[bytes, str]:
     err, prog = nvrtc.nvrtcCreateProgram(source.encode(), f"{name}.cu".encode(), 0, [], [])
     _ok(nvrtc, err, "nvrtcCreateProgram")
     try:
-        opts = [f"--gpu-architecture={arch}".encode(), *(o.encode() for o in NVRTC_OPTIONS)]
+        opts = [f"--gpu-architecture={arch}".encode(), *(o.encode() for o in options())]
         (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
         log = _log(nvrtc, prog)
         if int(err) != 0:
@@ -108,7 +122,7 @@ def cuda_cache_dir() -> Path:
 
 
 def cache_key(source: str, arch: str) -> str:
-    text = "\0".join([source, arch, *NVRTC_OPTIONS, nvrtc_version()])
+    text = "\0".join([source, arch, *options(), nvrtc_version()])
     return hashlib.sha256(text.encode()).hexdigest()
 
 

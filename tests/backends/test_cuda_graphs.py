@@ -216,3 +216,15 @@ def test_a_launch_refused_while_capturing_ends_the_capture(cuda_emu_driver, monk
             np.testing.assert_array_equal(y, arrays[0][s] + k)
     assert routine.graphs.state.startswith("off (capture failed")
     assert "STREAM_CAPTURE_UNSUPPORTED" in routine.graphs.state
+
+
+def test_extra_nvrtc_flags_are_keyed_and_numeric_ones_refused(monkeypatch) -> None:
+    src = plan_cuda(_gather(1)).source
+    plain = cuda_nvrtc.cache_key(src, "sm_90")
+    monkeypatch.setenv("OCANNL_AST_NVRTC_FLAGS", "--Ofast-compile=min")
+    assert cuda_nvrtc.options()[-1] == "--Ofast-compile=min"
+    assert cuda_nvrtc.cache_key(src, "sm_90") != plain
+    for bad in ("-use_fast_math", "-fmad=true", "--ftz=true", "-prec-div=false"):
+        monkeypatch.setenv("OCANNL_AST_NVRTC_FLAGS", f"-lineinfo {bad}")
+        with pytest.raises(oc.BackendError, match="may not set"):
+            cuda_nvrtc.options()
