@@ -37,7 +37,8 @@ MAX_AUTO_PARTS = 16
 #: Option prefixes `OCANNL_AST_NVRTC_FLAGS` may not give: they would change the numerics.
 NUMERIC_OPTIONS = ("-fmad", "--fmad", "-prec-", "--prec-", "-ftz", "--ftz", "-use_fast_math",
                    "--use_fast_math", "-std", "--std", "--gpu-architecture", "-arch")
-INSTALL_HINT = "pip install 'ocannl_ast[cuda]' (cuda-python and nvidia-cuda-nvrtc-cu12)"
+INSTALL_HINT = ("pip install 'ocannl_ast[cuda]' (cuda-python 12 and nvidia-cuda-nvrtc-cu12), or "
+                "'ocannl_ast[cuda13]' for CUDA 13")
 
 
 def nvrtc_module() -> Any:
