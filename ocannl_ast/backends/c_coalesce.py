@@ -16,6 +16,7 @@ A dialect without `reorder_loops` (CUDA: one thread per cell) keeps its loops.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Protocol, assert_never
 
 from ocannl_ast.backends.c_syntax import CSyntax
@@ -44,20 +45,29 @@ from ocannl_ast.lowering.loop_ir import (
     Unary,
 )
 
-__all__ = ["has_loop", "mergeable", "offer", "render"]
+__all__ = ["has_loop", "mergeable", "nest", "offer", "render"]
 
 
-class Renderer(Protocol):
-    """What the coalescing hook needs of `c_renderer.CRenderer`."""
+class Nester(Protocol):
+    """What `nest` needs of `c_renderer.CRenderer`."""
 
     syntax: CSyntax
     symbols: dict[Symbol, str]
+    n_iters: int
     absorbed: set[Symbol]
-    merging: tuple[ForLoop, Symbol, int, int] | None
 
     def stmt(self, s: Stmt, depth: int, out: list[str]) -> None: ...
 
+
+class Renderer(Nester, Protocol):
+    """What the coalescing hook needs of `c_renderer.CRenderer`."""
+
+    merging: tuple[ForLoop, Symbol, int, int] | None
+
     def pragmas(self, extent: int, body: Stmt, depth: int) -> list[str]: ...
+
+#: Whether loops are coalesced at all (tests compare the bits with it off).
+ENABLED = True
 
 #: row-major strides by extents
 _STRIDES: dict[tuple[int, ...], tuple[int, ...]] = {}
@@ -83,7 +93,7 @@ def offer(r: Renderer, loop: ForLoop, extent: int, header: int) -> None:
     """Offer the loop directly inside `loop` (running `extent` times, its header at
     ``out[header]``) to coalesce with it, where `mergeable`: `render` takes the offer when
     that loop is written as a plain serial loop."""
-    if isinstance(loop.body, ForLoop | Seq):
+    if ENABLED and isinstance(loop.body, ForLoop | Seq):
         inner = mergeable(loop)
         if inner is not None:
             r.merging = (inner, loop.symbol, extent, header)
@@ -115,6 +125,42 @@ def render(r: Renderer, loop: ForLoop, merge: tuple[Symbol, int, int], depth: in
         del r.symbols[loop.symbol]
     else:
         r.symbols[loop.symbol] = before
+
+
+def nest(r: Nester, loops: Sequence[tuple[Symbol, int]], body: Stmt, depth: int,
+         out: list[str]) -> None:
+    """``for loops: body`` (outermost first) written directly (no hooks: a reordered
+    nest's loops, `c_reorder`), each run of neighbours that `mergeable` would join as one
+    loop."""
+    runs: list[list[tuple[Symbol, int]]] = []
+    for k, (sym, extent) in enumerate(loops):
+        if runs and ENABLED and _Walk(loops[k - 1][0], sym, extent).stmt(body):
+            runs[-1].append((sym, extent))
+        else:
+            runs.append([(sym, extent)])
+    saved: list[tuple[Symbol, str | None]] = []
+    for level, run in enumerate(runs):
+        first = run[0][0]
+        if first not in r.symbols:
+            r.symbols[first] = f"i{r.n_iters}"
+            r.n_iters += 1
+        name = r.symbols[first]
+        for sym, _ in run[1:]:  # named as the first here only (see `render`)
+            saved.append((sym, r.symbols.get(sym)))
+            r.symbols[sym] = name
+        r.absorbed.update(sym for sym, _ in run[:-1])
+        total = math.prod(e for _, e in run)
+        out.append("  " * (depth + level) + r.syntax.for_header(name, total))
+    r.stmt(body, depth + len(runs), out)
+    for level in range(len(runs) - 1, -1, -1):
+        out.append("  " * (depth + level) + "}")
+    for run in runs:
+        r.absorbed.difference_update(sym for sym, _ in run[:-1])
+    for sym, before in reversed(saved):
+        if before is None:
+            del r.symbols[sym]
+        else:
+            r.symbols[sym] = before
 
 
 def has_loop(s: Stmt) -> bool:
