@@ -35,7 +35,7 @@ MIN_LINES = 3
 _MARK = re.compile(r"( \+ )?\x01(\d+)\x01")
 #: a loop of the statement's outermost level (`c_backend` indents a part's body once): its
 #: extent may become a parameter
-_OUTER_LOOP = re.compile(r"^(  for \(int64_t (\w+) = 0; \2 < )(\d+)(; \+\+\2\) \{)$", re.M)
+_OUTER_LOOP = re.compile(r"^(  for \(int64_t (\w+) = 0; \2 < )(\d+)(; \+\+\2\) \{)$", re.MULTILINE)
 _EXTENT = re.compile(r"\x03(\d+)\x03")
 _SLOT = re.compile(r"( \+ )?\x02(\d+)\x02")
 #: a mark, or a word starting at a word boundary with a letter or ``_``: the tokens of
@@ -200,8 +200,10 @@ def share(nests: Sequence[Nest], prefix: str, types: dict[str, str],
             pieces[j + 1] = ""
         text = "".join(pieces)
         if first.extents:  # each outer extent as its parameter or its (common) value
-            text = _EXTENT.sub(lambda x: bound.get(int(x.group(1)))
-                               or str(first.extents[int(x.group(1))]), text)
+            pieces = _EXTENT.split(text)  # [text, extent, text, extent, ..., text]
+            pieces[1::2] = [bound.get(int(e)) or str(first.extents[int(e)])
+                            for e in pieces[1::2]]
+            text = "".join(pieces)
         body = tuple(text.split("\n"))
         functions.append(Shared(name, tuple((t, f"ocannl_dp{j}") for j, t in enumerate(btypes)),
                                 tuple(f"ocannl_ds{j}" for j in range(len(first.statics))),
