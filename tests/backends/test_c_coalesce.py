@@ -123,6 +123,16 @@ def test_transpose_keeps_its_loops() -> None:
     assert sorted(_loops(src)) == [5, 9]
 
 
+def test_counters_read_as_numbers_keep_their_loops() -> None:
+    """`range_over_offsets` computes each cell from its loop counters: no coalescing there,
+    and the values are the cells' offsets."""
+    t = oc.range_over_offsets(output_dims=[3, 4, 5])
+    src = oc.render(t.forward)
+    assert sorted(_loops(src)) == [3, 4, 5]
+    np.testing.assert_array_equal(oc.Context().eval(t),
+                                  np.arange(60, dtype=np.float32).reshape(3, 4, 5))
+
+
 def test_pointwise_and_broadcast_values() -> None:
     rng = np.random.default_rng(7)
     x, bias = rng.normal(size=(6, 7, 8)).astype(np.float32), rng.normal(size=8).astype(np.float32)
