@@ -3,14 +3,15 @@ counters occur in `body` only in cell offsets, each offset stepping ``B*c`` alon
 ``c`` along j (i steps over whole runs of j: row-major neighbours, or both 0), runs as the
 one loop ``for k < A*B`` with the offsets ``c*k`` (k = B*i + j). Every iteration touches
 the same cells with the same operations in the same order: bit-identical results. gcc
-spends a good part of its time per loop (a 2-block transformer step's C: about a fifth
-less gcc time with its nests coalesced), and the step runs no slower.
+spends a good part of its time per loop (a 2-block transformer step's C: 196 loops down to
+134, a quarter less gcc time), and the step runs no slower.
 
-Stage: rendering (hooked into `c_renderer.CRenderer.for_loop`: the outer loop asks
-`mergeable` before its body is rendered; the inner loop merges only where it too is written
-as a plain serial loop, not a contraction kernel, reordered or lane-blocked nest). Input: a
-`ForLoop` of a verified `LoopProgram`. Output: the inner loop `mergeable` with it, or None.
-A dialect without `reorder_loops` (CUDA: one thread per cell) keeps its loops.
+Stage: rendering (hooked into `c_renderer.CRenderer.for_loop`: the outer loop `offer`s its
+body loop before rendering it; that loop merges (`render`) only where it too is written as
+a plain serial loop, not a contraction kernel, reordered or lane-blocked nest; `nest`
+writes a reordered reduction's loops, `c_reorder`). Input: `ForLoop`s of a verified
+`LoopProgram`. Output: C text. A dialect without `reorder_loops` (CUDA: one thread per
+cell) keeps its loops; `ENABLED` off keeps every loop.
 """
 
 from __future__ import annotations
