@@ -245,6 +245,10 @@ def _code_lines(body: tuple[str, ...]) -> int:
 #: tanh, log), in lines of loop nests (-O2: about 47 ms against 0.6 ms a line and 5 ms a
 #: loop, fitted over a transformer step's functions).
 HELPER_CALL_LINES = 75
+#: What gcc spends on a loop beyond its lines, in lines (its passes run per loop: about 3 ms
+#: a loop against 0.6 ms a line, -O2, fitted over a transformer step's units: their loop
+#: counts told their times apart where their lines were the same).
+LOOP_LINES = 5
 #: a call of one, where no word character precedes it (`_weight` checks: a pattern starting
 #: with the literal is searched much faster than one starting with ``\b``)
 _HEAVY_CALL = re.compile(r"ocannl_(?:exp|expm1|tanh|log)_[fd]\(")
@@ -253,14 +257,15 @@ _HEAVY_CALL = re.compile(r"ocannl_(?:exp|expm1|tanh|log)_[fd]\(")
 def _weight(body: Sequence[str], code: int | None = None) -> int:
     """What gcc spends on a function, in lines: its lines of code (`_code_lines`, or `code`
     when counted already), plus `HELPER_CALL_LINES` per call of an inlined transcendental
-    helper."""
+    helper and `LOOP_LINES` per loop."""
     text = "\n".join(body)
     heavy = 0
     for m in _HEAVY_CALL.finditer(text):
         k = m.start()
         if k == 0 or not (text[k - 1].isalnum() or text[k - 1] == "_"):  # at a word start
             heavy += 1
-    return (_code_lines(tuple(body)) if code is None else code) + HELPER_CALL_LINES * heavy
+    return ((_code_lines(tuple(body)) if code is None else code) + HELPER_CALL_LINES * heavy
+            + LOOP_LINES * text.count("for ("))
 
 
 def _groups(parts: list[_Part], kernel: bool, jobs: int,

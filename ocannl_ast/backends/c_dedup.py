@@ -13,7 +13,8 @@ Two statements share a function when their texts are equal once program buffers,
 arguments, loop counters and locals are renamed in order of first appearance and each
 distinct (buffer, offset) of a cell index is numbered the same way (a "slot"). A slot whose
 offset differs between the statements becomes an ``int64_t`` parameter; one the same in all
-keeps its number. The function's buffers are the same distinct pointers (``restrict``) as
+keeps its number. So does the extent of a loop at the statement's outermost level (the
+optimizer update of parameters of several sizes: one loop over each one's cells). The function's buffers are the same distinct pointers (``restrict``) as
 the statements': it computes the same operations in the same order, so the same bits. A
 written buffer with an offset parameter must have no other slot (gcc cannot tell unknown
 offsets apart, and would version the loop on an alias check): else the statements stay.
@@ -32,6 +33,10 @@ __all__ = ["MIN_LINES", "Nest", "Shared", "literal", "share"]
 MIN_LINES = 3
 
 _MARK = re.compile(r"( \+ )?\x01(\d+)\x01")
+#: a loop of the statement's outermost level (`c_backend` indents a part's body once): its
+#: extent may become a parameter
+_OUTER_LOOP = re.compile(r"^(  for \(int64_t (\w+) = 0; \2 < )(\d+)(; \+\+\2\) \{)$", re.MULTILINE)
+_EXTENT = re.compile(r"\x03(\d+)\x03")
 _SLOT = re.compile(r"( \+ )?\x02(\d+)\x02")
 #: a mark, or a word starting at a word boundary with a letter or ``_``: the tokens of
 #: ``\x01\d+\x01|\b[A-Za-z_]\w*\b``, written to start with one character set (which the
@@ -96,6 +101,7 @@ class _Canon:
     buffers: list[str]  #: C names, in parameter order
     statics: list[str]
     slots: list[tuple[int, int]]  #: per slot: (buffer parameter position, offset)
+    extents: list[int]  #: of its outermost loops, in order
 
 
 def _canon(nest: Nest, types: dict[str, str], statics: frozenset[str], text: str,
@@ -104,6 +110,14 @@ def _canon(nest: Nest, types: dict[str, str], statics: frozenset[str], text: str
     be no buffer, static or local (keywords, helpers), grown here (one set per `share`)."""
     if kept is None:
         kept = set()
+    extents: list[int] = []
+
+    def extent(m: re.Match[str]) -> str:
+        extents.append(int(m.group(3)))
+        return f"{m.group(1)}\x03{len(extents) - 1}\x03{m.group(4)}"
+
+    if "  for (" in text:
+        text = _OUTER_LOOP.sub(extent, text)
     bufs: dict[str, str] = {}
     stats: dict[str, str] = {}
     locs: dict[str, str] = {}
@@ -138,7 +152,7 @@ def _canon(nest: Nest, types: dict[str, str], statics: frozenset[str], text: str
     order = list(bufs)
     pos = {name: k for k, name in enumerate(order)}
     return _Canon((text, tuple(types[b] for b in order)), order, list(stats),
-                  [(pos[name], off) for name, off in slots])
+                  [(pos[name], off) for name, off in slots], extents)
 
 
 def _code_lines(lines: Sequence[str]) -> int:
@@ -172,6 +186,9 @@ def share(nests: Sequence[Nest], prefix: str, types: dict[str, str],
             continue
         name = f"{prefix}_n{len(functions)}"
         param = {s: f"ocannl_do{j}" for j, s in enumerate(varying)}
+        spans = [e for e in range(len(first.extents))
+                 if len({m.extents[e] for _, m in members}) > 1]
+        bound = {e: f"ocannl_dn{j}" for j, e in enumerate(spans)}
 
         # each slot as its parameter or its (common) offset: one split of the whole text,
         # [text, lead, slot, text, lead, slot, ..., text] (no slot spans lines)
@@ -181,12 +198,19 @@ def share(nests: Sequence[Nest], prefix: str, types: dict[str, str],
             pieces[j] = (f" + {param[k]}" if lead else param[k]) if k in param \
                 else _offset(first.slots[k][1], lead)
             pieces[j + 1] = ""
-        body = tuple("".join(pieces).split("\n"))
+        text = "".join(pieces)
+        if first.extents:  # each outer extent as its parameter or its (common) value
+            pieces = _EXTENT.split(text)  # [text, extent, text, extent, ..., text]
+            pieces[1::2] = [bound.get(int(e)) or str(first.extents[int(e)])
+                            for e in pieces[1::2]]
+            text = "".join(pieces)
+        body = tuple(text.split("\n"))
         functions.append(Shared(name, tuple((t, f"ocannl_dp{j}") for j, t in enumerate(btypes)),
                                 tuple(f"ocannl_ds{j}" for j in range(len(first.statics))),
-                                tuple(param[s] for s in varying), body))
+                                (*(param[s] for s in varying), *bound.values()), body))
         for k, m in members:
-            args = [*m.buffers, *m.statics, *(str(m.slots[s][1]) for s in varying)]
+            args = [*m.buffers, *m.statics, *(str(m.slots[s][1]) for s in varying),
+                    *(str(m.extents[e]) for e in spans)]
             calls[k] = f"  {name}({', '.join(args)});"
     return functions, calls
 

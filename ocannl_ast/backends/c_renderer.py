@@ -14,7 +14,8 @@ import re
 from dataclasses import dataclass, field
 from typing import assert_never
 
-from ocannl_ast.backends import c_lanes, c_reorder
+from ocannl_ast.backends import c_coalesce, c_lanes, c_reorder
+from ocannl_ast.backends.c_coalesce import has_loop
 from ocannl_ast.backends.c_contraction import KernelUse
 from ocannl_ast.backends.c_contraction_match import flat
 from ocannl_ast.backends.c_syntax import ASCII_WORD, C, CSyntax, Word, c_ident
@@ -93,18 +94,6 @@ def is_word(e: Expr) -> bool:
             return False
 
 
-def has_loop(s: Stmt) -> bool:
-    """Whether `s` contains a loop (a loop around `s` is not innermost)."""
-    stack = [s]  # (stops at the first loop: the body of an outer loop starts with one)
-    while stack:
-        x = stack.pop()
-        if isinstance(x, ForLoop):
-            return True
-        if isinstance(x, Seq):
-            stack += x.stmts
-    return False
-
-
 @dataclass(slots=True)
 class CRenderer:
     """Renders the statements and expressions of one routine in a C-style dialect.
@@ -162,6 +151,12 @@ class CRenderer:
     #: `syntax.op_template` of each op used so far, by the op's id (None: the dialect
     #: overrides `CSyntax.op`, which is then asked each time)
     op_templates: dict[int, tuple[str, tuple[str, ...]]] | None = None
+    coalesce: bool = False  #: run perfect row-major nests as one loop (`c_coalesce`)
+    #: loop counters coalesced into an inner one: no term of theirs is written (`affine`)
+    absorbed: set[Symbol] = field(default_factory=set)
+    #: set by a loop for the loop it may coalesce with, its body (`c_coalesce.mergeable`):
+    #: (that inner loop, the outer counter and extent, the position of its header in `out`)
+    merging: tuple[ForLoop, Symbol, int, int] | None = None
 
     def __post_init__(self) -> None:
         self.foreign = frozenset(b for b in self.prog.buffers
@@ -171,6 +166,7 @@ class CRenderer:
             self.kernels = KernelUse()
         self.reorder = self.syntax.reorder_loops and c_reorder.enabled() and not half
         self.lanes = self.syntax.reorder_loops and c_lanes.enabled() and not half
+        self.coalesce = self.syntax.reorder_loops
         self.words = self.syntax.words(self.prog.precision)
         self.params = frozenset(self.prog.buffers)
         syntax_type = type(self.syntax)
@@ -222,9 +218,9 @@ class CRenderer:
     def affine(self, terms: dict[Symbol, int], offset: int) -> str:
         """``4*i0 + i1 - 1``: integer (int64) C text of an affine combination."""
         parts: list[str] = []
-        symbols, used = self.symbols, self.used_symbols
+        symbols, used, absorbed = self.symbols, self.used_symbols, self.absorbed
         for sym, coeff in terms.items():
-            if coeff != 0:
+            if coeff != 0 and not (absorbed and sym in absorbed):
                 name = symbols.get(sym)
                 if name is None:
                     name = self.sym(sym)  # raises
@@ -400,6 +396,7 @@ class CRenderer:
         it replaces; the same nest must give the same bits at any thread count). `node`:
         the loop itself, when the caller has it (its facts are then memoized by identity).
         """
+        merge, self.merging = self.merging, None  # (offered by the loop around this one)
         loop = node if node is not None else ForLoop(sym, extent, body, threads)
         # a nest converting storage runs as plain loops (no kernel, reordering, lanes, threads)
         plain = bool(self.foreign) and not self.foreign.isdisjoint(reads(body) | writes(body))
@@ -414,6 +411,9 @@ class CRenderer:
             return
         if not par and not plain and self.lanes and c_lanes.render(self, loop, depth, out):
             return
+        if merge is not None and merge[0] is loop and not par:
+            c_coalesce.render(self, loop, merge[1:], depth, out)
+            return
         if sym not in self.symbols:
             self.symbols[sym] = f"i{self.n_iters}"
             self.n_iters += 1
@@ -425,16 +425,25 @@ class CRenderer:
                                        f"#pragma omp parallel for num_threads({threads}) "
                                        "schedule(static)"))
         elif not has_loop(body):
-            if (extent <= self.syntax.tiny_loop and self.syntax.tiny_loop_pragma
-                    and not writes(body)):  # a short sum into a local (no cell written)
-                out.append("  " * depth + self.syntax.tiny_loop_pragma.format(n=extent))
-            if self.syntax.inner_loop_pragma:
-                out.append("  " * depth + self.syntax.inner_loop_pragma)
+            out += self.pragmas(extent, body, depth)
         out.append("  " * depth + self.syntax.for_header(name, extent))
+        if self.coalesce and not par:
+            c_coalesce.offer(self, loop, extent, len(out) - 1)
         outer, self.in_parallel = self.in_parallel, self.in_parallel or par
         self.stmt(body, depth + 1, out)
         self.in_parallel = outer
         out.append("  " * depth + "}")
+
+    def pragmas(self, extent: int, body: Stmt, depth: int) -> list[str]:
+        """The lines before an innermost plain loop (`CSyntax.tiny_loop_pragma`,
+        `CSyntax.inner_loop_pragma`)."""
+        lines = []
+        if (extent <= self.syntax.tiny_loop and self.syntax.tiny_loop_pragma
+                and not writes(body)):  # a short sum into a local (no cell written)
+            lines.append("  " * depth + self.syntax.tiny_loop_pragma.format(n=extent))
+        if self.syntax.inner_loop_pragma:
+            lines.append("  " * depth + self.syntax.inner_loop_pragma)
+        return lines
 
     def fill(self, buf: Buffer, value: float) -> str:
         """The statement setting every cell of `buf` to `value`."""

@@ -24,7 +24,7 @@ import math
 from typing import Protocol
 
 from ocannl_ast import config
-from ocannl_ast.backends import c_lanes
+from ocannl_ast.backends import c_coalesce, c_lanes
 from ocannl_ast.backends.c_syntax import CSyntax, Word
 from ocannl_ast.lowering.loop_ir import (
     Buffer,
@@ -59,6 +59,7 @@ class Renderer(Protocol):
     buffers: dict[Buffer, str]
     symbols: dict[Symbol, str]
     n_iters: int
+    absorbed: set[Symbol]
 
     def stmt(self, s: Stmt, depth: int, out: list[str]) -> None: ...
     def fresh(self, stem: str) -> str: ...
@@ -106,15 +107,9 @@ def _unique(r: Renderer, stem: str) -> str:
 
 def _nest(r: Renderer, loops: tuple[Loop, ...], cell: SetCell, depth: int,
           out: list[str]) -> None:
-    """``for loops: cell`` rendered directly (no hooks: the loop order is the point)."""
-    for level, (sym, extent) in enumerate(loops):
-        if sym not in r.symbols:
-            r.symbols[sym] = f"i{r.n_iters}"
-            r.n_iters += 1
-        out.append("  " * (depth + level) + r.syntax.for_header(r.symbols[sym], extent))
-    r.stmt(cell, depth + len(loops), out)
-    for level in range(len(loops) - 1, -1, -1):
-        out.append("  " * (depth + level) + "}")
+    """``for loops: cell`` rendered directly (no hooks: the loop order is the point), the
+    loops that may run as one coalesced (`c_coalesce.nest`)."""
+    c_coalesce.nest(r, loops, cell, depth, out)
 
 
 def render(r: Renderer, loop: ForLoop, depth: int, out: list[str], lanes: bool = False

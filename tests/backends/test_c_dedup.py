@@ -145,6 +145,40 @@ def test_offsets_that_differ_become_parameters() -> None:
     assert calls == {0: "  r_n0(a, x, 16);", 1: "  r_n0(b, y, 24);"}
 
 
+def test_outer_extents_that_differ_become_parameters() -> None:
+    """The same update over 8 and over 12 cells: one function looping to a parameter; an
+    extent the same in all stays a number, and an inner loop's extent is never one."""
+    longer = [ln.replace("< 8;", "< 12;") for ln in loop(1, "b", "y")]
+    nests = [nest(loop(0, "a", "x"), [("a", 0), ("x", 0)], ("a",)),
+             nest(longer, [("b", 0), ("y", 0)], ("b",)), nest(loop(2, "c", "z"),
+                                                          [("c", 0), ("z", 0)], ("c",))]
+    fns, calls = c_dedup.share(nests, "r", dict.fromkeys("abcxyz", "float"), frozenset())
+    assert len(fns) == 1 and fns[0].offsets == ("ocannl_dn0",)
+    assert fns[0].body[0] == "  for (int64_t ocannl_dv0 = 0; ocannl_dv0 < ocannl_dn0; ++ocannl_dv0) {"
+    assert calls == {0: "  r_n0(a, x, 8);", 1: "  r_n0(b, y, 12);", 2: "  r_n0(c, z, 8);"}
+    same = c_dedup.share([nests[0], nests[2]], "r", dict.fromkeys("acxz", "float"), frozenset())
+    assert same[0][0].offsets == () and "ocannl_dv0 < 8;" in same[0][0].body[0]
+    inner = [["  {", *(" " + ln for ln in body), "  }"] for body in (loop(0, "a", "x"), longer)]
+    nested = [nest(inner[0], [("a", 0), ("x", 0)], ("a",)), nest(inner[1], [("b", 0), ("y", 0)],
+                                                                 ("b",))]
+    assert c_dedup.share(nested, "r", dict.fromkeys("abxy", "float"), frozenset()) == ([], {})
+
+
+def test_adam_over_params_of_several_sizes_shares_one_update(monkeypatch: pytest.MonkeyPatch,
+                                                             tmp_path: Path) -> None:
+    """The MLP's Adam updates (params of 60, 100, 10 and 1 cells) call one function with
+    the cell count as an argument; the bits are those of the unshared build."""
+    monkeypatch.setattr(c_backend, "SHARE_MIN_LINES", 0)
+    monkeypatch.setenv("OCANNL_AST_CACHE", str(tmp_path / "shared"))
+    shared, text = run()
+    assert re.search(r"< ocannl_dn0; \+\+ocannl_dv0\) \{\n.*0\.8999999761581421f", text)
+    monkeypatch.setattr(c_backend, "SHARE_NESTS", False)
+    monkeypatch.setenv("OCANNL_AST_CACHE", str(tmp_path / "plain"))
+    plain, _ = run()
+    for a, b in zip(plain, shared, strict=True):
+        assert a.tobytes() == b.tobytes()
+
+
 def test_written_buffer_at_two_unknown_offsets_is_not_shared() -> None:
     """`a[i + o0] = a[i + o1] * 2`: gcc could not tell the offsets apart."""
     nests = [nest(loop(0, "a", "a"), [("a", 16), ("a", 0)], ("a",)),

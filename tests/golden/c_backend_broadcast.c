@@ -3,10 +3,8 @@
 #include <stdint.h>
 
 static __attribute__((noinline)) int bcast_f0(float* restrict y, float* restrict x, float* restrict s) {
-  for (int64_t i0 = 0; i0 < 3; ++i0) {
-    for (int64_t i1 = 0; i1 < 5; ++i1) {
-      y[5*i0 + i1] = x[5*i0 + i1] + (s[0] + 0.5f);
-    }
+  for (int64_t i0 = 0; i0 < 15; ++i0) {
+    y[i0] = x[i0] + (s[0] + 0.5f);
   }
   return 0;
 }

@@ -14,81 +14,65 @@ static inline float ocannl_max_f(float a, float b) { return ocannl_select_f((a >
 static __attribute__((noinline)) int routine_f0(float* restrict img, float* restrict einsum, float* restrict kern) {
   /* unrolled: 1 small reduction */
   /* padding: reset the margins (1+1 1+1 0+0) of img [6, 6, 2] to 0 */
-  for (int64_t i0 = 0; i0 < 6; ++i0) {
-    for (int64_t i1 = 0; i1 < 2; ++i1) {
-      img[2*i0 + i1] = 0.0f;
-    }
+  for (int64_t i0 = 0; i0 < 12; ++i0) {
+    img[i0] = 0.0f;
+  }
+  for (int64_t i1 = 0; i1 < 12; ++i1) {
+    img[i1 + 60] = 0.0f;
   }
   for (int64_t i2 = 0; i2 < 6; ++i2) {
     for (int64_t i3 = 0; i3 < 2; ++i3) {
-      img[2*i2 + i3 + 60] = 0.0f;
+      img[12*i2 + i3] = 0.0f;
     }
   }
   for (int64_t i4 = 0; i4 < 6; ++i4) {
     for (int64_t i5 = 0; i5 < 2; ++i5) {
-      img[12*i4 + i5] = 0.0f;
+      img[12*i4 + i5 + 10] = 0.0f;
     }
   }
-  for (int64_t i6 = 0; i6 < 6; ++i6) {
+  for (int64_t i6 = 0; i6 < 2; ++i6) {
     for (int64_t i7 = 0; i7 < 2; ++i7) {
-      img[12*i6 + i7 + 10] = 0.0f;
-    }
-  }
-  for (int64_t i8 = 0; i8 < 2; ++i8) {
-    for (int64_t i9 = 0; i9 < 2; ++i9) {
       float l_acc1 = 0.0f;
-      for (int64_t i10 = 0; i10 < 2; ++i10) {
-        for (int64_t i11 = 0; i11 < 3; ++i11) {
+      for (int64_t i8 = 0; i8 < 2; ++i8) {
+        for (int64_t i9 = 0; i9 < 3; ++i9) {
           #pragma GCC unroll 3
-          for (int64_t i12 = 0; i12 < 3; ++i12) {
-            l_acc1 = l_acc1 + (img[24*i8 + 12*i11 + 4*i9 + 2*i12 + i10] * kern[6*i11 + 2*i12 + i10]);
+          for (int64_t i10 = 0; i10 < 3; ++i10) {
+            l_acc1 = l_acc1 + (img[24*i6 + 12*i9 + 4*i7 + 2*i10 + i8] * kern[6*i9 + 2*i10 + i8]);
           }
         }
       }
-      einsum[2*i8 + i9] = l_acc1;
+      einsum[2*i6 + i7] = l_acc1;
     }
   }
   /* padding: reset the margins (1+1 1+1 0+0) of img [6, 6, 2] to -inf */
+  for (int64_t i11 = 0; i11 < 12; ++i11) {
+    img[i11] = -INFINITY;
+  }
+  for (int64_t i12 = 0; i12 < 12; ++i12) {
+    img[i12 + 60] = -INFINITY;
+  }
   for (int64_t i13 = 0; i13 < 6; ++i13) {
     for (int64_t i14 = 0; i14 < 2; ++i14) {
-      img[2*i13 + i14] = -INFINITY;
-    }
-  }
-  for (int64_t i15 = 0; i15 < 6; ++i15) {
-    for (int64_t i16 = 0; i16 < 2; ++i16) {
-      img[2*i15 + i16 + 60] = -INFINITY;
+      img[12*i13 + i14] = -INFINITY;
     }
   }
   return 0;
 }
 
 static __attribute__((noinline)) int routine_f1(float* restrict img, float* restrict einsum, float* restrict einsum_max, float* restrict window, float* restrict einsum_1) {
-  for (int64_t i17 = 0; i17 < 6; ++i17) {
-    for (int64_t i18 = 0; i18 < 2; ++i18) {
-      img[12*i17 + i18] = -INFINITY;
+  for (int64_t i15 = 0; i15 < 6; ++i15) {
+    for (int64_t i16 = 0; i16 < 2; ++i16) {
+      img[12*i15 + i16 + 10] = -INFINITY;
     }
   }
-  for (int64_t i19 = 0; i19 < 6; ++i19) {
-    for (int64_t i20 = 0; i20 < 2; ++i20) {
-      img[12*i19 + i20 + 10] = -INFINITY;
+  for (int64_t i17 = 0; i17 < 4; ++i17) {
+    for (int64_t i18 = 0; i18 < 8; ++i18) {
+      einsum_max[8*i17 + i18] = ocannl_max_f(ocannl_max_f(ocannl_max_f(ocannl_max_f(ocannl_max_f(ocannl_max_f(ocannl_max_f(ocannl_max_f(ocannl_max_f((-INFINITY), (img[12*i17 + i18] + window[0])), (img[12*i17 + i18 + 2] + window[1])), (img[12*i17 + i18 + 4] + window[2])), (img[12*i17 + i18 + 12] + window[3])), (img[12*i17 + i18 + 14] + window[4])), (img[12*i17 + i18 + 16] + window[5])), (img[12*i17 + i18 + 24] + window[6])), (img[12*i17 + i18 + 26] + window[7])), (img[12*i17 + i18 + 28] + window[8]));
     }
   }
-  for (int64_t i21 = 0; i21 < 4; ++i21) {
-    for (int64_t i22 = 0; i22 < 4; ++i22) {
-      for (int64_t i23 = 0; i23 < 2; ++i23) {
-        einsum_max[8*i21 + 2*i22 + i23] = ocannl_max_f(ocannl_max_f(ocannl_max_f(ocannl_max_f(ocannl_max_f(ocannl_max_f(ocannl_max_f(ocannl_max_f(ocannl_max_f((-INFINITY), (img[12*i21 + 2*i22 + i23] + window[0])), (img[12*i21 + 2*i22 + i23 + 2] + window[1])), (img[12*i21 + 2*i22 + i23 + 4] + window[2])), (img[12*i21 + 2*i22 + i23 + 12] + window[3])), (img[12*i21 + 2*i22 + i23 + 14] + window[4])), (img[12*i21 + 2*i22 + i23 + 16] + window[5])), (img[12*i21 + 2*i22 + i23 + 24] + window[6])), (img[12*i21 + 2*i22 + i23 + 26] + window[7])), (img[12*i21 + 2*i22 + i23 + 28] + window[8]));
-      }
-    }
-  }
-  for (int64_t i24 = 0; i24 < 2; ++i24) {
-    for (int64_t i25 = 0; i25 < 2; ++i25) {
-      for (int64_t i26 = 0; i26 < 4; ++i26) {
-        for (int64_t i27 = 0; i27 < 4; ++i27) {
-          for (int64_t i28 = 0; i28 < 2; ++i28) {
-            einsum_1[64*i24 + 32*i25 + 8*i26 + 2*i27 + i28] = einsum[2*i24 + i25] * einsum_max[8*i26 + 2*i27 + i28];
-          }
-        }
-      }
+  for (int64_t i19 = 0; i19 < 4; ++i19) {
+    for (int64_t i20 = 0; i20 < 32; ++i20) {
+      einsum_1[32*i19 + i20] = einsum[i19] * einsum_max[i20];
     }
   }
   return 0;

@@ -4,10 +4,8 @@
 
 static __attribute__((noinline)) int broadcast_f0(float* restrict mul, float* restrict m) {
   /* constant: s = 2 */
-  for (int64_t i0 = 0; i0 < 2; ++i0) {
-    for (int64_t i1 = 0; i1 < 3; ++i1) {
-      mul[3*i0 + i1] = 2.0f * m[3*i0 + i1];
-    }
+  for (int64_t i0 = 0; i0 < 6; ++i0) {
+    mul[i0] = 2.0f * m[i0];
   }
   return 0;
 }
