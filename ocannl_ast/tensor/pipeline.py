@@ -24,11 +24,11 @@ from ..lowering import assignments as A
 from ..lowering import unit_memo
 from ..lowering.coupled import check_cover
 from ..lowering.digest import content_name
+from ..lowering.free_syms import free_symbols
 from ..lowering.gc_pause import gc_paused
 from ..lowering.loop_ir import CONTRACTION_MIN_WORK, IndexExpr, LoopProgram, Precision
 from ..lowering.lower import NEUTRAL, lower
 from ..lowering.simplify import fold_zero_fills
-from ..lowering.walk import free_symbols
 from . import holdings, views
 from .node import (
     AccumForm,
