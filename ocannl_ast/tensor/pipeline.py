@@ -476,6 +476,7 @@ def run(code: Code, opts: Options) -> Lowered:
     virtual = folded = scratch = frozenset[int]()
     with lowering_lock, gc_paused(), unit_memo.shared():
         caller_keep, opts = opts.keep, with_escaping(code, opts)
+        tensors = holdings.tensors_of(code)  # (memoized here; read again after the stages)
         for stage in STAGES:
             ir = stage.run(ir, opts)
             if isinstance(ir, Decided):
@@ -484,12 +485,12 @@ def run(code: Code, opts: Options) -> Lowered:
                 stage.verify(ir)
             trace.append((stage.name, ir))
             if stage.name == "simplify":  # scratch nodes are intermediates from here on
-                scratch = holdings.scratch(holdings.tensors_of(code), ir, caller_keep)
+                scratch = holdings.scratch(tensors, ir, caller_keep)
                 opts = dataclasses.replace(opts, keep=opts.keep - scratch)
     out = dict(trace)
     projected: ProjectedCode = out["projections"]
     virtual |= views.dropped(code, projected.layout, opts.keep)  # views' forward copies
-    held = [t for t in held_out(holdings.tensors_of(code)) if buffer_id(t) not in scratch]
+    held = [t for t in held_out(tensors) if buffer_id(t) not in scratch]
     return Lowered(ir, out["simplify"], held, tuple(trace), virtual, folded,
                    projected.projections, projected.layout)
 
