@@ -66,7 +66,7 @@ def _unsolved(s: SolverState, shapes: list[ClosableShape], read: dict[int, _Read
     for sh in shapes:
         got = read.get(id(sh)) if read is not None else None
         stale = got is None
-        if not stale:
+        if got is not None:
             for v, ids in got:  # (a loop, no generator per shape: hot)
                 if v is not None and v in bound_rows:
                     stale = True
@@ -77,7 +77,7 @@ def _unsolved(s: SolverState, shapes: list[ClosableShape], read: dict[int, _Read
                         break
                 if stale:
                     break
-        if stale:
+        if got is None or stale:
             got = _read(s, sh)
             if read is not None:
                 read[id(sh)] = got

@@ -306,7 +306,9 @@ def _reaches(s: SolverState, start: int, target: int) -> bool:
     that finds no cycle costs the smaller of the two walks."""
     if start == target:
         return True
-    sub_of, up_q, down_q = s.subst_row, {}, {}  # queued edges: a -> [b], b -> [a]
+    sub_of = s.subst_row
+    up_q: dict[int, list[int]] = {}  # queued edges: a -> [b] (subr's var to cur's)
+    down_q: dict[int, list[int]] = {}  # and b -> [a]
     for p in s.queue:
         if isinstance(p, RowIneq):
             sub = sub_of(p.subr)
@@ -330,9 +332,10 @@ def _reaches(s: SolverState, start: int, target: int) -> bool:
             if sub.var is None:
                 continue
             if up:
-                cur = sub_of(p.cur) if sub.var.id == a else None
-                if cur is not None and cur.var is not None:
-                    nxt.append(cur.var.id)
+                if sub.var.id == a:
+                    cur = sub_of(p.cur)
+                    if cur.var is not None:
+                        nxt.append(cur.var.id)
             else:
                 cur = sub_of(p.cur)
                 if cur.var is not None and cur.var.id == a:
