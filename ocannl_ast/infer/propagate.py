@@ -283,8 +283,6 @@ def _check_rank_cycle(s: SolverState, c: RowIneq, cur: Row, subr: Row) -> None:
     if subr.var is None:
         return
     assert cur.var is not None
-    if not _reaches(s, cur.var.id, subr.var.id):
-        return  # no pending chain leads from cur's row up to subr's: no cycle through them
     pending = _pending_above(s, cur.var.id, subr.var.id)
     cycle = None if pending is None else rank_cycle((c, cur, subr), pending)
     if cycle is None:
@@ -296,57 +294,6 @@ def _check_rank_cycle(s: SolverState, c: RowIneq, cur: Row, subr: Row) -> None:
 
 
 Pending = tuple[RowIneq, Row, Row]  #: an inequality with its substituted cur and subr
-
-
-def _reaches(s: SolverState, start: int, target: int) -> bool:
-    """Whether pending row inequalities lead upward (subr's row variable to cur's) from row
-    variable `start` to `target`: `_pending_above`'s test, searched from both ends at once
-    (the upward walk from a parameter's row can cross the whole graph built so far, the
-    downward one from a new tensor's row is short, or the other way round), so a check
-    that finds no cycle costs the smaller of the two walks."""
-    if start == target:
-        return True
-    sub_of = s.subst_row
-    up_q: dict[int, list[int]] = {}  # queued edges: a -> [b] (subr's var to cur's)
-    down_q: dict[int, list[int]] = {}  # and b -> [a]
-    for p in s.queue:
-        if isinstance(p, RowIneq):
-            sub = sub_of(p.subr)
-            if sub.var is not None:
-                cur = sub_of(p.cur)
-                if cur.var is not None:
-                    up_q.setdefault(sub.var.id, []).append(cur.var.id)
-                    down_q.setdefault(cur.var.id, []).append(sub.var.id)
-    watchers = s.watchers
-    seen = ({start}, {target})
-    todo: tuple[list[int], list[int]] = ([start], [target])
-    while todo[0] and todo[1]:
-        up = len(todo[0]) <= len(todo[1])  # expand the smaller frontier
-        mine, other = (seen[0], seen[1]) if up else (seen[1], seen[0])
-        a = (todo[0] if up else todo[1]).pop()
-        nxt = list((up_q if up else down_q).get(a, ()))
-        for p in watchers(("r", a)):
-            if not isinstance(p, RowIneq):
-                continue
-            sub = sub_of(p.subr)
-            if sub.var is None:
-                continue
-            if up:
-                if sub.var.id == a:
-                    cur = sub_of(p.cur)
-                    if cur.var is not None:
-                        nxt.append(cur.var.id)
-            else:
-                cur = sub_of(p.cur)
-                if cur.var is not None and cur.var.id == a:
-                    nxt.append(sub.var.id)
-        for b in nxt:
-            if b in other:
-                return True
-            if b not in mine:
-                mine.add(b)
-                (todo[0] if up else todo[1]).append(b)
-    return False
 
 
 def _pending_above(s: SolverState, start: int, target: int) -> list[Pending] | None:

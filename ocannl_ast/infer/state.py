@@ -304,11 +304,6 @@ class SolverState:
         return [(cid, root._stuck[cid]) for cid in sorted(root._watch.get(key, ()))
                 if cid in root._stuck]
 
-    def watchers(self, key: tuple[str, int]) -> list[Constraint]:
-        """`stuck_watching` without the ids and the order (called on the root: hot)."""
-        stuck = self._stuck
-        return [c for cid in self._watch.get(key, ()) if (c := stuck.get(cid)) is not None]
-
     def stuck(self) -> list[Constraint]:
         """The pending constraints, oldest first."""
         root = self.find()
