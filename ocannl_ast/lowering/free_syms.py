@@ -58,13 +58,17 @@ class _Free:
                 found[key] = sym
 
     def expr(self, e: Expr) -> None:
+        bound, found = self.bound, self.found
         stack = [e]
         while stack:
             x = stack.pop()
             match x:  # (the most frequent nodes first: the cases are disjoint)
                 case Get(index=index):
-                    for ix in index:
-                        self.index(ix)
+                    for ix in index:  # (`index`, inlined: hot)
+                        for _, sym in ix.terms:
+                            key = (sym.id, sym.name)
+                            if key not in bound and key not in found:
+                                found[key] = sym
                 case Binary(lhs=a, rhs=b):
                     stack += (b, a)
                 case Const() | GetLocal():
@@ -75,8 +79,8 @@ class _Free:
                     stack += (c, b, a)
                 case SymbolValue(symbol=sym):
                     key = (sym.id, sym.name)
-                    if key not in self.bound and key not in self.found:
-                        self.found[key] = sym
+                    if key not in bound and key not in found:
+                        found[key] = sym
                 case ThreefryUniform(counter=ix):
                     self.index(ix)
                 case _:
