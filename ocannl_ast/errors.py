@@ -4,14 +4,12 @@ that built the failing operation, and prints that line with a caret under the co
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import functools
 import linecache
 import os
 import sys
 import types
-from collections.abc import Iterator
 
 from .records import record
 
@@ -108,18 +106,25 @@ def _is_user(fname: str, skip_lib: bool) -> bool:
 _EXPLICIT: contextvars.ContextVar[Span | None] = contextvars.ContextVar("span", default=None)
 
 
-@contextlib.contextmanager
-def at(span: Span | None) -> Iterator[None]:
+class at:
     """Builders run a rewritten statement's work under `with at(span):` so that every error
-    inside reports that statement (None: no explicit span, keep what is active)."""
-    if span is None:
-        yield
-        return
-    token = _EXPLICIT.set(span)
-    try:
-        yield
-    finally:
-        _EXPLICIT.reset(token)
+    inside reports that statement (None: no explicit span, keep what is active). A class,
+    not a generator: it runs for every assignment and operation built (hot)."""
+
+    __slots__ = ("_span", "_token")
+
+    def __init__(self, span: Span | None) -> None:
+        self._span = span
+        self._token: contextvars.Token[Span | None] | None = None
+
+    def __enter__(self) -> None:
+        if self._span is not None:
+            self._token = _EXPLICIT.set(self._span)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._token is not None:
+            _EXPLICIT.reset(self._token)
+            self._token = None
 
 
 def user_span(skip_lib: bool = True) -> Span | None:

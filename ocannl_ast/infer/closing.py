@@ -65,8 +65,19 @@ def _unsolved(s: SolverState, shapes: list[ClosableShape], read: dict[int, _Read
     bound_rows, bound_dims = s.rows, s.dims
     for sh in shapes:
         got = read.get(id(sh)) if read is not None else None
-        if got is None or any((v is not None and v in bound_rows)
-                              or any(i in bound_dims for i in ids) for v, ids in got):
+        stale = got is None
+        if got is not None:
+            for v, ids in got:  # (a loop, no generator per shape: hot)
+                if v is not None and v in bound_rows:
+                    stale = True
+                    break
+                for i in ids:
+                    if i in bound_dims:
+                        stale = True
+                        break
+                if stale:
+                    break
+        if got is None or stale:
             got = _read(s, sh)
             if read is not None:
                 read[id(sh)] = got

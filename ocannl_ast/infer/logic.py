@@ -60,18 +60,27 @@ def shape_constraints(logic: Logic, solver: Solver, result: Shape, operands: lis
     solver = solver.join(result.solver, *(o.solver for o in operands))
     slots = [result, *operands]
     out: list[Constraint] = []
+    op, tensors, span = origin.op, origin.tensors, origin.span
+    batch, output = Kind.BATCH, Kind.OUTPUT
     for rel in row_relations(logic, len(operands)):
         if type(rel) is RowBroadcast:  # most relations (every pointwise one): inlined, hot
             c, sb = rel.cur, rel.sub
             cs, ss = slots[c.slot], slots[sb.slot]
-            cur, sub = cs.row(c.kind), ss.row(sb.kind)
+            ck, sk = c.kind, sb.kind  # (`Shape.row` and `_kind_name`, inlined)
+            cix = 0 if ck is batch else 1 if ck is output else 2
+            six = 0 if sk is batch else 1 if sk is output else 2
+            cur, sub = cs.raw_rows()[cix], ss.raw_rows()[six]
             if cur is sub and not cur.beg:
                 continue  # a row >= itself (`m = 0.9 * m + d`): it holds and binds nothing
-            where = f"{cs.label}.{_kind_name(c.kind)} >= {ss.label}.{_kind_name(sb.kind)}"
-            out.append(RowIneq(cur, sub, Origin(origin.op, origin.tensors, origin.span, where)))
+            where = f"{cs.label}.{_KIND_NAMES[cix]} >= {ss.label}.{_KIND_NAMES[six]}"
+            out.append(RowIneq(cur, sub, Origin(op, tensors, span, where)))
         else:
             out.extend(_relation_constraints(rel, solver, slots, origin))
     return out
+
+
+#: the rows' names by their index in a shape (batch, output, input)
+_KIND_NAMES = ("batch", "output", "input")
 
 
 def _kind_name(k: Kind) -> str:

@@ -301,32 +301,39 @@ def _pending_above(s: SolverState, start: int, target: int) -> list[Pending] | N
     variable to cur's), found through the watch index, in the order of the pending list
     (stuck oldest first, then queued): `rank_cycle` needs no others. None when they do not
     reach row variable `target` (then no cycle runs through `target >= start`)."""
-    queued: list[Pending] = []
-    queued_from: dict[int, list[Pending]] = {}
+    # queued inequalities whose subr has a row variable, by it; each one's cur is read only
+    # when the walk reaches that variable (most are never reached: no read, hot)
+    queued: list[tuple[RowIneq, Row]] = []
+    queued_from: dict[int, list[int]] = {}
     for p in s.queue:
         if isinstance(p, RowIneq):
             sub = s.subst_row(p.subr)
             if sub.var is not None:
-                queued.append((p, s.subst_row(p.cur), sub))
-                queued_from.setdefault(sub.var.id, []).append(queued[-1])
+                queued_from.setdefault(sub.var.id, []).append(len(queued))
+                queued.append((p, sub))
+    curs: dict[int, Row] = {}
     stuck: dict[int, Pending] = {}
     seen, todo = {start}, [start]
     while todo:
         a = todo.pop()
-        ups = list(queued_from.get(a, ()))
+        ups: list[Row] = []
+        for i in queued_from.get(a, ()):
+            curs[i] = s.subst_row(queued[i][0].cur)
+            ups.append(curs[i])
         for cid, p in s.stuck_watching(("r", a)):
             if isinstance(p, RowIneq) and cid not in stuck:
                 sub = s.subst_row(p.subr)
                 if sub.var is not None and sub.var.id == a:
                     stuck[cid] = (p, s.subst_row(p.cur), sub)
-                    ups.append(stuck[cid])
-        for _, cur, _ in ups:
+                    ups.append(stuck[cid][1])
+        for cur in ups:
             if cur.var is not None and cur.var.id not in seen:
                 seen.add(cur.var.id)
                 todo.append(cur.var.id)
     if target not in seen:
         return None
-    reached = [q for q in queued if q[2].var is not None and q[2].var.id in seen]
+    reached = [(p, curs[i], sub) for i, (p, sub) in enumerate(queued)
+               if sub.var is not None and sub.var.id in seen]
     return [stuck[k] for k in sorted(stuck)] + reached
 
 

@@ -68,14 +68,18 @@ class Solver(SolverState):
         if self._parent is not None:
             self.find().run()
             return
-        queue, process = self.queue, propagate.process
-        while queue:
-            self._steps += 1
-            if self._steps > MAX_STEPS:
-                raise ShapeError("shape inference did not terminate (constraint cycle)")
-            c = queue.popleft()
-            if not process(self, c):
-                self.stash(c)
+        queue, process, stash = self.queue, propagate.process, self.stash
+        steps = self._steps  # (a local count, stored back: hot)
+        try:
+            while queue:
+                steps += 1
+                if steps > MAX_STEPS:
+                    raise ShapeError("shape inference did not terminate (constraint cycle)")
+                c = queue.popleft()
+                if not process(self, c):
+                    stash(c)
+        finally:
+            self._steps = steps
 
     def close(self, shapes: Iterable[ClosableShape]) -> None:
         """Solve every variable of these shapes (see `infer.closing.close`); shapes of other

@@ -63,6 +63,8 @@ class SolverState:
 
     def find(self) -> Self:
         """The solver that now holds this component (itself unless it was merged)."""
+        if self._parent is None:  # (the usual case: a component's own solver, hot)
+            return self
         root = self
         while root._parent is not None:
             root = root._parent

@@ -160,14 +160,16 @@ def _place(cands: Sequence[Buffer], life: dict[int, list[int]],
     for b in sorted(cands, key=lambda b: (-math.prod(b.dims), b.id)):
         n = -(-math.prod(b.dims) // ALIGN) * ALIGN
         first, last = life[b.id]
+        # the arenas of the buffers placed so far that a unit touches with `b`
+        taken = {placed[o][0] for o in co[b.id] if o != b.id and o in placed}
         for k in range(MAX_ARENAS):
             if k == len(members):
                 members.append([])
                 sizes.append(0)
-            if any(placed.get(o, (-1, 0))[0] == k for o in co[b.id] if o != b.id):
+            if k in taken:
                 continue
-            busy = sorted((off, end) for f, la, off, end in members[k]
-                          if not (la < first or last < f))
+            busy = sorted([(off, end) for f, la, off, end in members[k]
+                           if la >= first and f <= last])  # (lifetimes overlapping b's)
             off = 0
             for lo, hi in busy:
                 if off + n <= lo:

@@ -487,8 +487,8 @@ class Accesses:
     def writes(self, s: Stmt) -> frozenset[Buffer]:
         return writes(s)
 
-    def read_ids(self, s: Stmt) -> frozenset[int]:
-        return self._entry(s)[1]
+    def read_ids(self, s: Stmt) -> frozenset[int]:  # (a hit without `_entry`'s call: hot)
+        return (self._memo.get(id(s)) or self._entry(s))[1]
 
     def write_ids(self, s: Stmt) -> frozenset[int]:
-        return self._entry(s)[2]
+        return (self._memo.get(id(s)) or self._entry(s))[2]

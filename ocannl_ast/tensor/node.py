@@ -482,9 +482,10 @@ def call_asn(fn: Callable[..., Any], rec: OpRecord) -> Code:
                                 "slot name (t v g lhs, t1 v1 g1 rhs1, ..., projections)",
                                 user_span())
     tok = current_record.set(rec)
+    ng = _no_grad.set(True)  # (`with no_grad():`, inlined: twice per operation built)
     try:
-        with no_grad():
-            out = fn(**kwargs)
+        out = fn(**kwargs)
     finally:
+        _no_grad.reset(ng)
         current_record.reset(tok)
     return out if isinstance(out, Code) else Code()

@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any, assert_never
 
 from .. import config
@@ -24,11 +23,12 @@ from ..lowering import assignments as A
 from ..lowering import unit_memo
 from ..lowering.coupled import check_cover
 from ..lowering.digest import content_name
+from ..lowering.free_syms import free_symbols
 from ..lowering.gc_pause import gc_paused
 from ..lowering.loop_ir import CONTRACTION_MIN_WORK, IndexExpr, LoopProgram, Precision
 from ..lowering.lower import NEUTRAL, lower
 from ..lowering.simplify import fold_zero_fills
-from ..lowering.walk import free_symbols
+from ..records import record
 from . import holdings, views
 from .node import (
     AccumForm,
@@ -47,6 +47,7 @@ from .node import (
     buffer_ids,
 )
 from .pipeline_passes import (
+    NO_ENTRIES,
     Decided,
     fuse_loops,
     interchange_loops,
@@ -62,7 +63,7 @@ from .precisions import kept as kept_precisions
 lowering_lock = threading.RLock()
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Options:
     """What the passes need besides their input IR."""
 
@@ -82,9 +83,9 @@ class Options:
     fusion_limit: int = CONTRACTION_MIN_WORK
     #: buffer id -> margins of the buffers the caller already laid out (a context's
     #: arrays; () when unpadded): their layout is fixed
-    layout: Mapping[int, Margins] = field(default_factory=dict)
+    layout: Mapping[int, Margins] = NO_ENTRIES
     #: projections the caller derived before (they never change once shapes are closed)
-    projections: Mapping[OpRecord, A.Projections] = field(default_factory=dict)
+    projections: Mapping[OpRecord, A.Projections] = NO_ENTRIES
     #: name the routine `<name>_<digest of the program>` (`lowering.digest`): the same
     #: program gets the same name, hence the same source and compile-cache entry, whatever
     #: the process built before
@@ -143,7 +144,7 @@ def init_deps(t: Tensor, *, transitive: bool = True) -> list[Tensor]:
 
 # ---- pass 2: projections and layout (Code -> ProjectedCode) -----------------------------
 
-@dataclass(frozen=True, slots=True)
+@record
 class ProjectedCode:
     """Code whose operations all have their projections derived (shapes closed), and the
     layout of its buffers."""
@@ -415,7 +416,7 @@ def _verify_asgn(asgn: Any) -> None:
 
 # ---- the stages ---------------------------------------------------------------------------
 
-@dataclass(frozen=True, slots=True)
+@record
 class Stage:
     """One pass: its name, the function from one IR to the next, and the verifier of its
     output (run when OCANNL_AST_CHECK=1)."""
@@ -444,7 +445,7 @@ STAGES: tuple[Stage, ...] = (
 )
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Lowered:
     """What a backend and a routine need: the loop program, the assignments it came from
     (for the read/write sets), the held-out tensors to initialize first; and what the
@@ -457,9 +458,9 @@ class Lowered:
     virtual: frozenset[int] = frozenset()  #: buffers virtualized (computed inline)
     folded: frozenset[int] = frozenset()  #: constant buffers folded into expressions
     #: the projections of every operation the code reads (`ProjectedCode.projections`)
-    projections: Mapping[OpRecord, A.Projections] = field(default_factory=dict)
+    projections: Mapping[OpRecord, A.Projections] = NO_ENTRIES
     #: buffer id -> margins of every buffer the code touches (`ProjectedCode.layout`)
-    layout: Mapping[int, Margins] = field(default_factory=dict)
+    layout: Mapping[int, Margins] = NO_ENTRIES
 
 
 def checking() -> bool:
@@ -475,6 +476,7 @@ def run(code: Code, opts: Options) -> Lowered:
     virtual = folded = scratch = frozenset[int]()
     with lowering_lock, gc_paused(), unit_memo.shared():
         caller_keep, opts = opts.keep, with_escaping(code, opts)
+        tensors = holdings.tensors_of(code)  # (memoized here; read again after the stages)
         for stage in STAGES:
             ir = stage.run(ir, opts)
             if isinstance(ir, Decided):
@@ -483,12 +485,12 @@ def run(code: Code, opts: Options) -> Lowered:
                 stage.verify(ir)
             trace.append((stage.name, ir))
             if stage.name == "simplify":  # scratch nodes are intermediates from here on
-                scratch = holdings.scratch(holdings.tensors_of(code), ir, caller_keep)
+                scratch = holdings.scratch(tensors, ir, caller_keep)
                 opts = dataclasses.replace(opts, keep=opts.keep - scratch)
     out = dict(trace)
     projected: ProjectedCode = out["projections"]
     virtual |= views.dropped(code, projected.layout, opts.keep)  # views' forward copies
-    held = [t for t in held_out(holdings.tensors_of(code)) if buffer_id(t) not in scratch]
+    held = [t for t in held_out(tensors) if buffer_id(t) not in scratch]
     return Lowered(ir, out["simplify"], held, tuple(trace), virtual, folded,
                    projected.projections, projected.layout)
 

@@ -21,8 +21,8 @@ for a backend without contraction kernels (CUDA: see `scheduling`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Protocol
+from collections.abc import Iterator, Mapping
+from typing import Any, Protocol
 
 from .. import config
 from ..infer.padding import Margins
@@ -37,6 +37,26 @@ class Decided:
     prog: LoopProgram
     virtual: frozenset[int] = frozenset()  #: computed inline where they are read
     folded: frozenset[int] = frozenset()  #: constants read as numbers
+
+
+class _NoEntries(Mapping[Any, Any]):
+    """An empty read-only mapping that hashes (a record field's default must): the default
+    of `pipeline.Options`' and `pipeline.Lowered`'s mapping fields, shared by all."""
+
+    def __getitem__(self, key: Any) -> Any:
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+    def __hash__(self) -> int:
+        return 0
+
+
+NO_ENTRIES: Mapping[Any, Any] = _NoEntries()
 
 
 class Options(Protocol):
