@@ -18,6 +18,7 @@ import math
 from dataclasses import dataclass
 
 from ocannl_ast.backends.c_renderer import CRenderer
+from ocannl_ast.backends import cuda_tile
 from ocannl_ast.backends.c_syntax import c_ident
 from ocannl_ast.backends.cuda_syntax import CUDA, THREAD, CudaSyntax
 from ocannl_ast.lowering import nests
@@ -214,21 +215,31 @@ class _KernelWriter:
 
     def nest(self, unit: Stmt, loops: list[Loop], inner: Stmt) -> None:
         """`unit`'s independent outer `loops` as one grid-stride loop around `inner`."""
-        total = math.prod(n for _, n in loops)
-        if total == 0:  # a zero-size axis: the nest runs nothing (and a grid of 0 is invalid)
-            return
+        if math.prod(n for _, n in loops) == 0:  # a zero-size axis: the nest runs nothing
+            return  # (and a grid of 0 is invalid)
+        tile = cuda_tile.plan(loops, inner)
+        extents = tile.extents(loops) if tile is not None else [n for _, n in loops]
+        total = math.prod(extents)
         body = [f"  {self.syntax.grid_stride(total)}"]
         stride = total
-        for pos, (sym, extent) in enumerate(loops):
-            name = self.r.symbols.get(sym) or f"i{self.r.n_iters}"
-            if sym not in self.r.symbols:
-                self.r.symbols[sym], self.r.n_iters = name, self.r.n_iters + 1
+        coords: list[str] = []
+        for pos, (sym, extent) in enumerate(zip([s for s, _ in loops], extents, strict=True)):
+            if tile is not None and pos in (tile.rows, tile.cols):
+                name = self.r.fresh(f"{self.r.symbols.get(sym) or 'i'}t")  # a tile number
+            else:
+                name = self.r.symbols.get(sym) or f"i{self.r.n_iters}"
+                if sym not in self.r.symbols:
+                    self.r.symbols[sym], self.r.n_iters = name, self.r.n_iters + 1
+            coords.append(name)
             stride //= extent
             value = THREAD if stride == 1 else f"{THREAD} / {stride}"
             if pos > 0:
                 value = f"({value}) % {extent}" if stride != 1 else f"{value} % {extent}"
             body.append(f"    const {self.syntax.index_type} {name} = {value};")
-        self.r.stmt(inner, 2, body)
+        if tile is not None:
+            body += cuda_tile.render(tile, self.r, loops, coords, 2)
+        else:
+            self.r.stmt(inner, 2, body)
         self.emit([unit], total, [*body, "  }"])
 
 
