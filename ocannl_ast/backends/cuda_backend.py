@@ -17,8 +17,8 @@ import itertools
 import math
 from dataclasses import dataclass
 
-from ocannl_ast.backends.c_renderer import CRenderer
 from ocannl_ast.backends import cuda_tile
+from ocannl_ast.backends.c_renderer import CRenderer
 from ocannl_ast.backends.c_syntax import c_ident
 from ocannl_ast.backends.cuda_syntax import CUDA, THREAD, CudaSyntax
 from ocannl_ast.lowering import nests

@@ -32,6 +32,7 @@ from ocannl_ast.lowering.loop_ir import (
     ForLoop,
     Get,
     GetLocal,
+    IndexExpr,
     Noop,
     Seq,
     SetCell,
@@ -44,7 +45,6 @@ from ocannl_ast.lowering.loop_ir import (
 from ocannl_ast.lowering.walk import (
     Loop,
     expr_nodes,
-    map_expr,
     map_stmt,
     own_exprs,
     stmt_gets,
@@ -190,34 +190,35 @@ def render(tile: Tile, r: CRenderer, loops: list[Loop], coords: list[str],
         axis[pos] = cells
     row_cells = axis.get(tile.rows, [(loops[0][0], None)])
     col_cells = axis.get(tile.cols, [(loops[0][0], None)])
-    cells = []  # (substitution, local renaming suffix, guard), row-major
+    parts: list[tuple[dict[Symbol, IndexExpr], str, str]] = []  # (substitution, local
+    # renaming suffix, guard) of each cell, row-major
     for a, (rs, rg) in enumerate(row_cells):
         for b, (cs, cg) in enumerate(col_cells):
-            sub = {}
+            sub: dict[Symbol, IndexExpr] = {}
             if tile.rows >= 0:
                 sub[loops[tile.rows][0]] = index_of(rs)
             if tile.cols >= 0:
                 sub[loops[tile.cols][0]] = index_of(cs)
             guard = " && ".join(g for g in (rg, cg) if g is not None)
-            cells.append((sub, f"_t{a}_{b}", guard))
+            parts.append((sub, f"_t{a}_{b}", guard))
 
-    def cell_stmts(stmts: tuple[Stmt, ...], sub: dict, suffix: str) -> list[Stmt]:
+    def cell_stmts(stmts: tuple[Stmt, ...], sub: dict[Symbol, IndexExpr], suffix: str) -> list[Stmt]:
         return [_cell(s, sub, suffix) for s in stmts]
 
-    pre = [x for sub, sfx, _ in cells for x in cell_stmts(tile.pre, sub, sfx)]
-    bodies = [cell_stmts(tile.body, sub, sfx) for sub, sfx, _ in cells]
+    pre = [x for sub, sfx, _ in parts for x in cell_stmts(tile.pre, sub, sfx)]
+    bodies = [cell_stmts(tile.body, sub, sfx) for sub, sfx, _ in parts]
     hoisted = _hoist(bodies, r)
     inner: Stmt = Seq((*hoisted, *(x for b in bodies for x in b)))
     r.seq(tuple(pre), depth, lines)
     r.stmt(nests.nest(tile.red, inner), depth, lines)
-    for sub, sfx, guard in cells:
+    for sub, sfx, guard in parts:
         post: list[str] = []
         r.seq(tuple(cell_stmts(tile.post, sub, sfx)), depth + bool(guard), post)
         lines += [f"{pad}if ({guard}) {{", *post, f"{pad}}}"] if guard else post
     return lines
 
 
-def _cell(s: Stmt, sub: dict, suffix: str) -> Stmt:
+def _cell(s: Stmt, sub: dict[Symbol, IndexExpr], suffix: str) -> Stmt:
     """`s` for one cell of the tile: its counters replaced, its locals renamed."""
     def expr(x: Expr) -> Expr | None:
         return GetLocal(x.name + suffix) if isinstance(x, GetLocal) else None
