@@ -11,7 +11,8 @@ tiles across), so consecutive threads read and write consecutive addresses along
 cell keeps its own accumulators, its sum in the same order from the same initial value
 with the same operations, so the bits are today's (one cell a thread); only the loads that
 several cells of a tile make at the same index are read once into a local. A cell past an
-extent computes with its index clamped to the last one and stores nothing.
+extent computes with the index of its tile's first cell along that axis (a real cell of the
+same thread: no read of another thread's cells) and stores nothing.
 
 ``OCANNL_AST_CUDA_TILE``: ``0`` off; ``1`` (the default) where the work pays (a long
 enough reduction and enough threads left); ``all`` every nest of that form (tests).
@@ -184,7 +185,8 @@ def render(tile: Tile, r: CRenderer, loops: list[Loop], coords: list[str],
             name = r.fresh(f"{coords[pos]}_")
             cell = Symbol(-1 - len(r.symbols), f"{sym.name}{k}")
             r.symbols[cell] = name
-            value = f"{raw} < {extent} ? {raw} : {extent - 1}" if can_pass else raw
+            first = f"{side}*{coords[pos]}" if rows else coords[pos]  # the tile's cell 0: real
+            value = f"{raw} < {extent} ? {raw} : {first}" if can_pass else raw
             lines.append(f"{pad}const {itype} {name} = {value};")
             cells.append((cell, f"{raw} < {extent}" if can_pass else None))
         axis[pos] = cells

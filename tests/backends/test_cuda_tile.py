@@ -115,6 +115,19 @@ def test_transformer_step_tiled_matches_c(monkeypatch: pytest.MonkeyPatch) -> No
     np.testing.assert_allclose(losses["tiled"], losses["c"], rtol=1e-5)
 
 
+@pytest.mark.gpu
+@pytest.mark.usefixtures("cuda_device")
+def test_tiled_matrix_vector_product(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One output axis: 1 x 4 tiles (the vector's load is shared)."""
+    rng = np.random.default_rng(6)
+    a = rng.standard_normal((37, 50)).astype(np.float32)
+    v = rng.standard_normal((50,)).astype(np.float32)
+    plain, tiled = _both_modes(monkeypatch, a, v, "ij;j=>i", "float32")
+    for p, t in zip(plain, tiled):
+        assert p.tobytes() == t.tobytes()
+    np.testing.assert_allclose(tiled[0], a.astype(np.float64) @ v, rtol=1e-5, atol=1e-5)
+
+
 # ---- the kernel text (no device) ----------------------------------------------------------
 
 
