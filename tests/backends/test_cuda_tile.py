@@ -170,3 +170,18 @@ def test_tiled_kernel_loads_each_operand_once_per_tile(monkeypatch: pytest.Monke
     assert _loads(tiled) == 8  # per 16 cells
     assert "+ 5 < 17" not in tiled and "+ 15 < 17" in tiled  # 5 tiles across: 3*5 may pass
     assert "4*" in tiled and "if (" in tiled
+
+
+def test_tiled_kernels_compile_cleanly_with_nvrtc(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ocannl_ast.backends import cuda_nvrtc
+
+    try:
+        cuda_nvrtc.nvrtc_version()
+    except oc.BackendError as e:
+        pytest.skip(f"NVRTC is not importable here: {e}")
+    monkeypatch.delenv(cuda_tile.ENV, raising=False)
+    for prog in (_matmul_prog(1024, 1024, 1024), _matmul_prog(1023, 100, 4097)):
+        plan = plan_cuda(prog)
+        assert "l_ld" in plan.source  # tiled
+        ptx, log = cuda_nvrtc.nvrtc_compile("mm", plan.source, "compute_90")
+        assert log == "" and b".entry" in ptx
