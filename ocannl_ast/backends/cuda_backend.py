@@ -6,7 +6,8 @@ Stage: last. Input: a verified `LoopProgram`. Output: one CUDA C++ translation u
 run in order, one kernel each: a loop nest maps its outer independent loops (each writes a
 different cell per iteration and reads written cells only at the cell it writes) to one
 grid-stride loop over their flattened iteration space, and runs the rest (reductions
-included) inside each thread; a fill runs one thread per cell; anything else (scalar
+included) inside each thread (a large reduction: a register tile of cells a thread,
+`cuda_tile`); a fill runs one thread per cell; anything else (scalar
 statements, blocks with locals) runs in one thread, consecutive ones in one kernel. Checks
 of static arguments run on the host before any launch.
 """
