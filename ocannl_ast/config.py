@@ -93,6 +93,12 @@ def nvrtc_flags() -> tuple[str, ...]:
     return tuple((_raw("NVRTC_FLAGS") or "").split())
 
 
+def cuda_tile() -> str:
+    """``OCANNL_AST_CUDA_TILE``: register tiling of CUDA reduction kernels, ``0``, ``1``
+    (default) or ``all`` (validated by `backends.cuda_tile.mode`)."""
+    return (_raw("CUDA_TILE") or "1").strip().lower()
+
+
 def cuda_graphs() -> bool:
     """``OCANNL_AST_CUDA_GRAPHS``: a CUDA routine replays its kernel launches as a captured
     CUDA graph (on unless "0": then each call launches every kernel from Python)."""

@@ -21,10 +21,11 @@ enough reduction and enough threads left); ``all`` every nest of that form (test
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 
+from ocannl_ast import config
 from ocannl_ast.backends.c_renderer import CRenderer
+from ocannl_ast.errors import BackendError
 from ocannl_ast.lowering import nests
 from ocannl_ast.lowering.loop_ir import (
     Comment,
@@ -61,9 +62,11 @@ MIN_THREADS = 1 << 15  #: threads the tiled kernel keeps at least (the default m
 
 
 def mode() -> str:
-    """``"0"``, ``"1"`` or ``"all"`` (`ENV`; anything else reads as the default ``"1"``)."""
-    value = os.environ.get(ENV, "1").strip().lower()
-    return value if value in ("0", "all") else "1"
+    """``"0"``, ``"1"`` or ``"all"`` (`ENV`; another value is a BackendError)."""
+    value = config.cuda_tile()
+    if value not in ("0", "1", "all"):
+        raise BackendError(f"{ENV} must be 0, 1 or all, got {value!r}")
+    return value
 
 
 @dataclass(frozen=True, slots=True)

@@ -185,3 +185,11 @@ def test_tiled_kernels_compile_cleanly_with_nvrtc(monkeypatch: pytest.MonkeyPatc
         assert "l_ld" in plan.source  # tiled
         ptx, log = cuda_nvrtc.nvrtc_compile("mm", plan.source, "compute_90")
         assert log == "" and b".entry" in ptx
+
+
+def test_bad_tile_mode_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OCANNL_AST_CUDA_TILE", "yes")
+    with pytest.raises(oc.BackendError, match="OCANNL_AST_CUDA_TILE must be 0, 1 or all"):
+        cuda_tile.mode()
+    monkeypatch.setenv("OCANNL_AST_CUDA_TILE", " ALL ")
+    assert cuda_tile.mode() == "all"
