@@ -33,7 +33,7 @@ from ocannl_ast.backends.compiler import (
 from ocannl_ast.backends.protocol import CompiledRoutine
 from ocannl_ast.backends.runtime import CRoutine, LoadedLibrary, declare, is_loaded, load
 from ocannl_ast.errors import BackendError
-from ocannl_ast.lowering import nests
+from ocannl_ast.lowering import nests, unit_memo
 from ocannl_ast.lowering.gc_pause import gc_paused
 from ocannl_ast.lowering.loop_ir import (
     Buffer,
@@ -303,7 +303,7 @@ def _render(prog: LoopProgram, syntax: CSyntax = C, budget: int | None = None,
             jobs: int = 1, *, kernel_apart: bool = False) -> _Rendered:
     """The routine's translation units; with `kernel_apart`, the contraction kernel is not
     in them but in `_Rendered.objects` (each unit declares its entry points)."""
-    with gc_paused():  # see `lowering.gc_pause`
+    with gc_paused(), unit_memo.shared():  # see `lowering.gc_pause`
         return _render_paused(prog, syntax, budget, jobs, kernel_apart)
 
 
