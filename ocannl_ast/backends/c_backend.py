@@ -50,7 +50,6 @@ from ocannl_ast.lowering.loop_ir import (
     SetFromVec,
     SetLocal,
     Stmt,
-    Symbol,
 )
 
 __all__ = ["DEFAULT_OPT_FLAGS", "CRoutine", "CompiledRoutine", "c_const", "c_ident",
@@ -120,8 +119,10 @@ def _parts(r: CRenderer, budget: int, prefix: str = "") -> tuple[list[_Part], li
         units = [r.prog.body]  # routine-level locals: one function keeps them in scope
         r.team = 0
     buf_pos = {b: i for i, b in enumerate(r.prog.buffers)}
-    sym_pos = {s: i for i, s in enumerate(r.prog.static_args)}
-    rendered: list[tuple[Nest, set[Buffer], set[Symbol], bool, bool, bool]] = []
+    # positions by C name (`CRenderer.used_buffers`, `used_symbols` hold names)
+    name_pos = {r.buffers[b]: i for i, b in enumerate(r.prog.buffers)}
+    sym_pos = {r.symbols[s]: i for i, s in enumerate(r.prog.static_args)}
+    rendered: list[tuple[Nest, set[str], set[str], bool, bool, bool]] = []
     share_on = bool(prefix) and SHARE_NESTS and len(units) > 1
     for u in units:
         if u.__class__ is Comment:  # (a third of a deep model's units: their notes)
@@ -150,12 +151,12 @@ def _parts(r: CRenderer, budget: int, prefix: str = "") -> tuple[list[_Part], li
                               frozenset(r.symbols[s] for s in r.prog.static_args))
     parts: list[_Part] = []
     lines = []
-    bufs: set[Buffer] = set()
-    syms: set[Symbol] = set()
+    bufs: set[str] = set()
+    syms: set[str] = set()
     checked = team = index_checks = False
 
     def close() -> None:
-        b_pos = tuple(sorted(buf_pos[b] for b in bufs if b in buf_pos))
+        b_pos = tuple(sorted(name_pos[b] for b in bufs if b in name_pos))
         s_pos = tuple(sorted(sym_pos[s] for s in syms if s in sym_pos))
         body = ("  int ocannl_err = 0;", *lines, "  return ocannl_err;") if team else lines
         parts.append(_Part(tuple(body), b_pos, s_pos, checked, team, index_checks))
