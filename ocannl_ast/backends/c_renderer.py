@@ -65,13 +65,16 @@ def strip_outer(text: str) -> str:
     while ``(a) + (b)`` stays."""
     if not (text.startswith("(") and text.endswith(")")):
         return text
-    depth = 0
-    last = len(text) - 1
-    for m in _PARENS.finditer(text):  # the parentheses only (a hot path of rendering)
-        depth += 1 if text[m.start()] == "(" else -1
-        if depth == 0 and m.start() < last:
-            return text
-    return text[1:-1]
+    inner = text[1:-1]
+    if ")" not in inner:
+        return inner
+    # the first parenthesis closes before the end iff some prefix of `inner` closes more
+    # than it opens: its parentheses less every "()" pair (repeatedly) then start with ")"
+    # (C-level string operations: a hot path of rendering)
+    rest = "".join(_PARENS.findall(inner))
+    while "()" in rest:
+        rest = rest.replace("()", "")
+    return text if rest.startswith(")") else inner
 
 
 def unique_name(name: str, taken: set[str]) -> str:
