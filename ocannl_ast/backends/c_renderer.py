@@ -68,9 +68,8 @@ def strip_outer(text: str) -> str:
     inner = text[1:-1]
     if ")" not in inner:
         return inner
-    # the first parenthesis closes before the end iff some prefix of `inner` closes more
-    # than it opens: its parentheses less every "()" pair (repeatedly) then start with ")"
-    # (C-level string operations: a hot path of rendering)
+    # the first "(" closes early iff some prefix of `inner` closes more than it opens: its
+    # parentheses less every "()" pair (repeatedly) start with ")" (C-level work: hot path)
     rest = "".join(_PARENS.findall(inner))
     while "()" in rest:
         rest = rest.replace("()", "")
@@ -127,9 +126,8 @@ class CRenderer:
     reorder: bool = False
     #: sum long innermost reduction loops in lanes (`c_lanes`; the same capability)
     lanes: bool = False
-    #: the C names of the buffers (parameters, local arrays) the text rendered so far uses
-    used_buffers: set[str] = field(default_factory=set)
-    #: the C names of the statics and loop counters it uses (names: hashed in C, a hot path)
+    #: the C names (hashed in C: a hot path) of the buffers, statics and loop counters
+    used_buffers: set[str] = field(default_factory=set)  #: the text rendered so far uses
     used_symbols: set[str] = field(default_factory=set)
     checked: bool = False  #: whether that text has a CheckIndex (can return an error code)
     #: buffers stored other than the routine's precision (`Buffer.precision`): a nest
@@ -145,10 +143,8 @@ class CRenderer:
     #: mark (`c_dedup.MARK`) and recorded here as (the buffer's C name, the offset), so
     #: that nests differing only in where their cells lie can share one function
     offset_marks: list[tuple[str, int]] | None = None
-    params: frozenset[Buffer] = frozenset()  #: the program's buffers (not local arrays)
-    param_names: frozenset[str] = frozenset()  #: their C names
-    #: the dialect writes a cell as `CSyntax.cell` does (``name[offset]``): `cell` inlines it
-    plain_cell: bool = False
+    param_names: frozenset[str] = frozenset()  #: C names of the program's buffers
+    plain_cell: bool = False  #: the dialect's cells are `CSyntax.cell`'s (`cell` inlines it)
     #: names of parameters, statics and local arrays, for `fresh` (made on its first call)
     fresh_taken: set[str] | None = None
     fresh_next: dict[str, int] = field(default_factory=dict)  #: stem -> next k to try
@@ -176,7 +172,6 @@ class CRenderer:
         self.lanes = self.syntax.reorder_loops and c_lanes.enabled() and not half
         self.coalesce = self.syntax.reorder_loops
         self.words = self.syntax.words(self.prog.precision)
-        self.params = frozenset(self.prog.buffers)
         syntax_type = type(self.syntax)
         if syntax_type.op is CSyntax.op:
             self.op_templates = {}
@@ -196,8 +191,7 @@ class CRenderer:
 
     def sym(self, sym: Symbol) -> str:
         """The C name of a static argument or loop counter already named."""
-        name = self.symbols.get(sym)
-        if name is None:
+        if (name := self.symbols.get(sym)) is None:
             raise BackendError(f"{self.prog.name}: symbol {sym.name}#{sym.id} is not bound")
         self.used_symbols.add(name)
         return name
@@ -272,8 +266,7 @@ class CRenderer:
             marks.append((name, offset))
             lead = self.affine(terms, 0) if any(terms.values()) else ""
             text = f"{lead} + {mark}" if lead else mark
-        if buf.uint4x32:
-            name = f"(({U4}*){name})"
+        name = f"(({U4}*){name})" if buf.uint4x32 else name
         return f"{name}[{text}]" if self.plain_cell else self.syntax.cell(name, text)
 
     def op(self, op: UnOp | BinOp | TernOp, *args: str) -> str:
