@@ -201,6 +201,7 @@ BACKEND_MAY_IMPORT = frozenset({
     "ocannl_ast.lowering.loop_print", "ocannl_ast.lowering.threefry",
     "ocannl_ast.lowering.walk", "ocannl_ast.lowering.nests",
     "ocannl_ast.lowering.gc_pause",  # a leaf: pauses the cyclic GC while rendering
+    "ocannl_ast.lowering.unit_memo",  # a leaf: keeps loop-IR facts (nests) for one render
 })
 
 

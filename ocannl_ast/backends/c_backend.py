@@ -33,7 +33,7 @@ from ocannl_ast.backends.compiler import (
 from ocannl_ast.backends.protocol import CompiledRoutine
 from ocannl_ast.backends.runtime import CRoutine, LoadedLibrary, declare, is_loaded, load
 from ocannl_ast.errors import BackendError
-from ocannl_ast.lowering import nests
+from ocannl_ast.lowering import nests, unit_memo
 from ocannl_ast.lowering.gc_pause import gc_paused
 from ocannl_ast.lowering.loop_ir import (
     Buffer,
@@ -50,7 +50,6 @@ from ocannl_ast.lowering.loop_ir import (
     SetFromVec,
     SetLocal,
     Stmt,
-    Symbol,
 )
 
 __all__ = ["DEFAULT_OPT_FLAGS", "CRoutine", "CompiledRoutine", "c_const", "c_ident",
@@ -120,8 +119,10 @@ def _parts(r: CRenderer, budget: int, prefix: str = "") -> tuple[list[_Part], li
         units = [r.prog.body]  # routine-level locals: one function keeps them in scope
         r.team = 0
     buf_pos = {b: i for i, b in enumerate(r.prog.buffers)}
-    sym_pos = {s: i for i, s in enumerate(r.prog.static_args)}
-    rendered: list[tuple[Nest, set[Buffer], set[Symbol], bool, bool, bool]] = []
+    # positions by C name (`CRenderer.used_buffers`, `used_symbols` hold names)
+    name_pos = {r.buffers[b]: i for i, b in enumerate(r.prog.buffers)}
+    sym_pos = {r.symbols[s]: i for i, s in enumerate(r.prog.static_args)}
+    rendered: list[tuple[Nest, set[str], set[str], bool, bool, bool]] = []
     share_on = bool(prefix) and SHARE_NESTS and len(units) > 1
     for u in units:
         if u.__class__ is Comment:  # (a third of a deep model's units: their notes)
@@ -150,12 +151,12 @@ def _parts(r: CRenderer, budget: int, prefix: str = "") -> tuple[list[_Part], li
                               frozenset(r.symbols[s] for s in r.prog.static_args))
     parts: list[_Part] = []
     lines = []
-    bufs: set[Buffer] = set()
-    syms: set[Symbol] = set()
+    bufs: set[str] = set()
+    syms: set[str] = set()
     checked = team = index_checks = False
 
     def close() -> None:
-        b_pos = tuple(sorted(buf_pos[b] for b in bufs if b in buf_pos))
+        b_pos = tuple(sorted(name_pos[b] for b in bufs if b in name_pos))
         s_pos = tuple(sorted(sym_pos[s] for s in syms if s in sym_pos))
         body = ("  int ocannl_err = 0;", *lines, "  return ocannl_err;") if team else lines
         parts.append(_Part(tuple(body), b_pos, s_pos, checked, team, index_checks))
@@ -303,7 +304,7 @@ def _render(prog: LoopProgram, syntax: CSyntax = C, budget: int | None = None,
             jobs: int = 1, *, kernel_apart: bool = False) -> _Rendered:
     """The routine's translation units; with `kernel_apart`, the contraction kernel is not
     in them but in `_Rendered.objects` (each unit declares its entry points)."""
-    with gc_paused():  # see `lowering.gc_pause`
+    with gc_paused(), unit_memo.shared():  # see `lowering.gc_pause`
         return _render_paused(prog, syntax, budget, jobs, kernel_apart)
 
 

@@ -187,7 +187,15 @@ class _Walk:
 
     def free(self, e: IndexExpr) -> bool:
         """Whether neither counter occurs in `e` (an index other than a cell's)."""
-        return all(s != self.i and s != self.j for _, s in e.terms)
+        return all(not self.is_i(s) and not self.is_j(s) for _, s in e.terms)
+
+    # (equal symbols have equal ids: the ints are compared first, the records only when
+    # those match -- a record's generated __eq__ is a Python call, and this a hot path)
+    def is_i(self, s: Symbol) -> bool:
+        return s.id == self.i.id and s == self.i
+
+    def is_j(self, s: Symbol) -> bool:
+        return s.id == self.j.id and s == self.j
 
     def cell(self, dims: tuple[int, ...], index: tuple[IndexExpr, ...]) -> bool:
         """Whether the flat offset of the cell steps b times more along i than along j."""
@@ -195,11 +203,14 @@ class _Walk:
         if strides is None:
             strides = _STRIDES[dims] = tuple(math.prod(dims[k + 1:]) for k in range(len(dims)))
         ci = cj = 0
+        i, j = self.i, self.j
+        i_id, j_id = i.id, j.id
         for e, stride in zip(index, strides):
             for coeff, s in e.terms:
-                if s == self.i:
+                sid = s.id
+                if sid == i_id and s == i:
                     ci += coeff * stride
-                elif s == self.j:
+                elif sid == j_id and s == j:
                     cj += coeff * stride
         return ci == self.b * cj
 
@@ -216,7 +227,7 @@ class _Walk:
             case Ternary(a=a, b=b, c=c):
                 return self.expr(a) and self.expr(b) and self.expr(c)
             case SymbolValue(symbol=s):
-                return s != self.i and s != self.j
+                return not self.is_i(s) and not self.is_j(s)
             case ThreefryUniform(counter=counter):
                 return self.free(counter)
             case _:

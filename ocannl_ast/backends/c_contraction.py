@@ -74,7 +74,7 @@ class Renderer(Protocol):
     symbols: dict[Symbol, str]
     checks: dict[int, str]
     n_iters: int
-    used_buffers: set[Buffer]  #: the buffers the text rendered so far names
+    used_buffers: set[str]  #: the C names of the buffers the text rendered so far names
     checked: bool  #: whether that text can return an error code
     team: int  #: the team size of the routine's one parallel region (0: none)
     team_units: int  #: top-level statements rendered for the whole team
@@ -301,8 +301,9 @@ def _base(r: Renderer, a: Access | None, p: Plan, batched: bool = False) -> str:
     grouped = {s for s, _ in (*p.m, *p.n, *p.k, *(p.batch if batched else ()))}
     terms = {s: c for s, c in a.coeffs if s not in grouped}
     offset = r.affine(terms, a.offset)
-    r.used_buffers.add(a.buffer)
-    return r.buffers[a.buffer] if offset == "0" else f"{r.buffers[a.buffer]} + ({offset})"
+    name = r.buffers[a.buffer]
+    r.used_buffers.add(name)
+    return name if offset == "0" else f"{name} + ({offset})"
 
 
 def _call_text(r: Renderer, p: Plan, name: str, nthreads: int, depth: int,
@@ -355,8 +356,9 @@ def _scale_text(r: Renderer, p: Plan, depth: int) -> list[str]:
     inner = depth + len(p.m) + len(p.n)
     cells = []
     for a in (p.c.out, p.scale):
-        r.used_buffers.add(a.buffer)
-        cells.append(r.syntax.cell(r.buffers[a.buffer], r.affine(dict(a.coeffs), a.offset)))
+        name = r.buffers[a.buffer]
+        r.used_buffers.add(name)
+        cells.append(r.syntax.cell(name, r.affine(dict(a.coeffs), a.offset)))
     lines.append(f"{'  ' * inner}{cells[0]} = {cells[0]} * {cells[1]};")
     for level in range(inner - 1, depth - 1, -1):
         lines.append("  " * level + "}")

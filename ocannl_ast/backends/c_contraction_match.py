@@ -44,7 +44,7 @@ class Access:
 
     def coeff(self, sym: Symbol) -> int:
         for s, c in self.coeffs:  # a few pairs: a scan beats building a dict (hot)
-            if s is sym or s == sym:
+            if s is sym or (s.id == sym.id and s == sym):  # (ints first: a record's == is slow)
                 return c
         return 0
 

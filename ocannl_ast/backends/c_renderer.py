@@ -65,13 +65,15 @@ def strip_outer(text: str) -> str:
     while ``(a) + (b)`` stays."""
     if not (text.startswith("(") and text.endswith(")")):
         return text
-    depth = 0
-    last = len(text) - 1
-    for m in _PARENS.finditer(text):  # the parentheses only (a hot path of rendering)
-        depth += 1 if text[m.start()] == "(" else -1
-        if depth == 0 and m.start() < last:
-            return text
-    return text[1:-1]
+    inner = text[1:-1]
+    if ")" not in inner:
+        return inner
+    # the first "(" closes early iff some prefix of `inner` closes more than it opens: its
+    # parentheses less every "()" pair (repeatedly) start with ")" (C-level work: hot path)
+    rest = "".join(_PARENS.findall(inner))
+    while "()" in rest:
+        rest = rest.replace("()", "")
+    return text if rest.startswith(")") else inner
 
 
 def unique_name(name: str, taken: set[str]) -> str:
@@ -124,8 +126,9 @@ class CRenderer:
     reorder: bool = False
     #: sum long innermost reduction loops in lanes (`c_lanes`; the same capability)
     lanes: bool = False
-    used_buffers: set[Buffer] = field(default_factory=set)  #: by the text rendered so far
-    used_symbols: set[Symbol] = field(default_factory=set)
+    #: the C names (hashed in C: a hot path) of the buffers, statics and loop counters
+    used_buffers: set[str] = field(default_factory=set)  #: the text rendered so far uses
+    used_symbols: set[str] = field(default_factory=set)
     checked: bool = False  #: whether that text has a CheckIndex (can return an error code)
     #: buffers stored other than the routine's precision (`Buffer.precision`): a nest
     #: touching one runs as plain converting loops (no contraction kernel, no reordering)
@@ -140,7 +143,8 @@ class CRenderer:
     #: mark (`c_dedup.MARK`) and recorded here as (the buffer's C name, the offset), so
     #: that nests differing only in where their cells lie can share one function
     offset_marks: list[tuple[str, int]] | None = None
-    params: frozenset[Buffer] = frozenset()  #: the program's buffers (not local arrays)
+    param_names: frozenset[str] = frozenset()  #: C names of the program's buffers
+    plain_cell: bool = False  #: the dialect's cells are `CSyntax.cell`'s (`cell` inlines it)
     #: names of parameters, statics and local arrays, for `fresh` (made on its first call)
     fresh_taken: set[str] | None = None
     fresh_next: dict[str, int] = field(default_factory=dict)  #: stem -> next k to try
@@ -168,7 +172,6 @@ class CRenderer:
         self.lanes = self.syntax.reorder_loops and c_lanes.enabled() and not half
         self.coalesce = self.syntax.reorder_loops
         self.words = self.syntax.words(self.prog.precision)
-        self.params = frozenset(self.prog.buffers)
         syntax_type = type(self.syntax)
         if syntax_type.op is CSyntax.op:
             self.op_templates = {}
@@ -183,13 +186,15 @@ class CRenderer:
         for buf, name in list(self.buffers.items()):
             if name in self.syntax.reserved_names:
                 self.buffers[buf] = unique_name("b_" + name, taken)
+        self.param_names = frozenset(self.buffers[b] for b in self.prog.buffers)
+        self.plain_cell = syntax_type.cell is CSyntax.cell
 
     def sym(self, sym: Symbol) -> str:
         """The C name of a static argument or loop counter already named."""
-        if sym not in self.symbols:
+        if (name := self.symbols.get(sym)) is None:
             raise BackendError(f"{self.prog.name}: symbol {sym.name}#{sym.id} is not bound")
-        self.used_symbols.add(sym)
-        return self.symbols[sym]
+        self.used_symbols.add(name)
+        return name
 
     def fresh(self, stem: str) -> str:
         """``<stem><k>``, the smallest k naming no buffer, local array or symbol yet: a
@@ -224,7 +229,7 @@ class CRenderer:
                 name = symbols.get(sym)
                 if name is None:
                     name = self.sym(sym)  # raises
-                used.add(sym)
+                used.add(name)
                 term = name if coeff == 1 or coeff == -1 else f"{abs(coeff)}*{name}"
                 if parts:
                     parts.append(f"- {term}" if coeff < 0 else f"+ {term}")
@@ -252,17 +257,17 @@ class CRenderer:
         if len(index) != len(dims):
             raise BackendError(f"{self.prog.name}: {len(index)} indices for {buf.name!r}")
         terms, offset = flat(dims, index)
-        self.used_buffers.add(buf)
-        if buf.uint4x32:
-            name = f"(({U4}*){name})"
+        self.used_buffers.add(name)
         marks = self.offset_marks
-        if marks is None or buf not in self.params:
-            return self.syntax.cell(name, self.affine(terms, offset))
-        # the marked form: `c_dedup.literal` turns it back into `affine(terms, offset)`
-        mark = f"\x01{len(marks)}\x01"
-        marks.append((self.buffers[buf], offset))
-        lead = self.affine(terms, 0) if any(terms.values()) else ""
-        return self.syntax.cell(name, f"{lead} + {mark}" if lead else mark)
+        if marks is None or name not in self.param_names:
+            text = self.affine(terms, offset)
+        else:  # the marked form: `c_dedup.literal` turns it back into `affine(terms, offset)`
+            mark = f"\x01{len(marks)}\x01"
+            marks.append((name, offset))
+            lead = self.affine(terms, 0) if any(terms.values()) else ""
+            text = f"{lead} + {mark}" if lead else mark
+        name = f"(({U4}*){name})" if buf.uint4x32 else name
+        return f"{name}[{text}]" if self.plain_cell else self.syntax.cell(name, text)
 
     def op(self, op: UnOp | BinOp | TernOp, *args: str) -> str:
         """The dialect's text of `op` on `args`, recording the helpers it calls."""
@@ -352,7 +357,7 @@ class CRenderer:
                 self.helpers.update(("u4", "vec_uniform"))
                 start = f"{n} * ({self.index(vec)})"
                 total = math.prod(buf.dims)
-                self.used_buffers.add(buf)
+                self.used_buffers.add(self.buffers[buf])
                 fn = f"ocannl_vec_uniform_{self.words[Word.SUFFIX]}"
                 if self.storage(buf) is not self.prog.precision.compute:
                     out.extend(self.half_from_vec(buf, start, total, n, value, pad))
@@ -450,7 +455,7 @@ class CRenderer:
         name = self.buffers.get(buf)
         if name is None:
             raise BackendError(f"{self.prog.name}: buffer {buf.name!r} is not a parameter")
-        self.used_buffers.add(buf)
+        self.used_buffers.add(name)
         text = self.syntax.const(value, self.prog.precision)
         if not buf.uint4x32:
             text = self.converted(self.syntax.store(self.storage(buf), text))
