@@ -35,7 +35,7 @@ from ocannl_ast.lowering.loop_ir import (
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-import transformer_model as tm  # noqa: E402
+import transformer_model as tm
 
 SHAPES = [(1, 1, 1), (5, 7, 3), (33, 65, 17), (4, 40, 9), (64, 8, 128)]  # (m, k, n)
 
