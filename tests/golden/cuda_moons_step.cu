@@ -236,177 +236,91 @@ extern "C" __global__ void moons_step_k17(float* __restrict__ learning_rate, con
 }
 
 /* kernel 18: 32 threads */
-extern "C" __global__ void moons_step_k18(float* __restrict__ w_grad_2, float* __restrict__ sgd_delta, int* ocannl_err) {
+extern "C" __global__ void moons_step_k18(float* __restrict__ w_grad_2, float* __restrict__ sgd_momentum, int* ocannl_err) {
   for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 32LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
     const long long i20 = ocannl_t / 2;
     const long long i21 = ocannl_t % 2;
-    sgd_delta[2*i20 + i21] = w_grad_2[2*i20 + i21];
+    sgd_momentum[2*i20 + i21] = (0.8999999761581421f * sgd_momentum[2*i20 + i21]) + w_grad_2[2*i20 + i21];
   }
 }
 
 /* kernel 19: 32 threads */
-extern "C" __global__ void moons_step_k19(float* __restrict__ sgd_delta, float* __restrict__ sgd_momentum, int* ocannl_err) {
+extern "C" __global__ void moons_step_k19(float* __restrict__ w, float* __restrict__ learning_rate, float* __restrict__ sgd_momentum, int* ocannl_err) {
   for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 32LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
     const long long i22 = ocannl_t / 2;
     const long long i23 = ocannl_t % 2;
-    sgd_momentum[2*i22 + i23] = (0.8999999761581421f * sgd_momentum[2*i22 + i23]) + sgd_delta[2*i22 + i23];
+    w[2*i22 + i23] = w[2*i22 + i23] - (learning_rate[0] * sgd_momentum[2*i22 + i23]);
   }
 }
 
-/* kernel 20: 32 threads */
-extern "C" __global__ void moons_step_k20(float* __restrict__ sgd_delta, float* __restrict__ sgd_momentum, int* ocannl_err) {
-  for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 32LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
-    const long long i24 = ocannl_t / 2;
-    const long long i25 = ocannl_t % 2;
-    sgd_delta[2*i24 + i25] = sgd_momentum[2*i24 + i25];
-  }
-}
-
-/* kernel 21: 32 threads */
-extern "C" __global__ void moons_step_k21(float* __restrict__ w, float* __restrict__ learning_rate, float* __restrict__ sgd_delta, int* ocannl_err) {
-  for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 32LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
-    const long long i26 = ocannl_t / 2;
-    const long long i27 = ocannl_t % 2;
-    w[2*i26 + i27] = w[2*i26 + i27] - (learning_rate[0] * sgd_delta[2*i26 + i27]);
-  }
-}
-
-/* kernel 22: 16 threads */
-extern "C" __global__ void moons_step_k22(float* __restrict__ b_b_grad_2, float* __restrict__ sgd_delta_1, int* ocannl_err) {
+/* kernel 20: 16 threads */
+extern "C" __global__ void moons_step_k20(float* __restrict__ b_b_grad_2, float* __restrict__ sgd_momentum_1, int* ocannl_err) {
   for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 16LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
-    const long long i28 = ocannl_t;
-    sgd_delta_1[i28] = b_b_grad_2[i28];
+    const long long i24 = ocannl_t;
+    sgd_momentum_1[i24] = (0.8999999761581421f * sgd_momentum_1[i24]) + b_b_grad_2[i24];
   }
 }
 
-/* kernel 23: 16 threads */
-extern "C" __global__ void moons_step_k23(float* __restrict__ sgd_delta_1, float* __restrict__ sgd_momentum_1, int* ocannl_err) {
+/* kernel 21: 16 threads */
+extern "C" __global__ void moons_step_k21(float* __restrict__ b, float* __restrict__ learning_rate, float* __restrict__ sgd_momentum_1, int* ocannl_err) {
   for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 16LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
-    const long long i29 = ocannl_t;
-    sgd_momentum_1[i29] = (0.8999999761581421f * sgd_momentum_1[i29]) + sgd_delta_1[i29];
+    const long long i25 = ocannl_t;
+    b[i25] = b[i25] - (learning_rate[0] * sgd_momentum_1[i25]);
+  }
+}
+
+/* kernel 22: 256 threads */
+extern "C" __global__ void moons_step_k22(float* __restrict__ w_grad_1, float* __restrict__ sgd_momentum_2, int* ocannl_err) {
+  for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 256LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
+    const long long i26 = ocannl_t / 16;
+    const long long i27 = ocannl_t % 16;
+    sgd_momentum_2[16*i26 + i27] = (0.8999999761581421f * sgd_momentum_2[16*i26 + i27]) + w_grad_1[16*i26 + i27];
+  }
+}
+
+/* kernel 23: 256 threads */
+extern "C" __global__ void moons_step_k23(float* __restrict__ w_1, float* __restrict__ learning_rate, float* __restrict__ sgd_momentum_2, int* ocannl_err) {
+  for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 256LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
+    const long long i28 = ocannl_t / 16;
+    const long long i29 = ocannl_t % 16;
+    w_1[16*i28 + i29] = w_1[16*i28 + i29] - (learning_rate[0] * sgd_momentum_2[16*i28 + i29]);
   }
 }
 
 /* kernel 24: 16 threads */
-extern "C" __global__ void moons_step_k24(float* __restrict__ sgd_delta_1, float* __restrict__ sgd_momentum_1, int* ocannl_err) {
+extern "C" __global__ void moons_step_k24(float* __restrict__ b_b_grad_1, float* __restrict__ sgd_momentum_3, int* ocannl_err) {
   for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 16LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
     const long long i30 = ocannl_t;
-    sgd_delta_1[i30] = sgd_momentum_1[i30];
+    sgd_momentum_3[i30] = (0.8999999761581421f * sgd_momentum_3[i30]) + b_b_grad_1[i30];
   }
 }
 
 /* kernel 25: 16 threads */
-extern "C" __global__ void moons_step_k25(float* __restrict__ b, float* __restrict__ learning_rate, float* __restrict__ sgd_delta_1, int* ocannl_err) {
+extern "C" __global__ void moons_step_k25(float* __restrict__ b_b_1, float* __restrict__ learning_rate, float* __restrict__ sgd_momentum_3, int* ocannl_err) {
   for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 16LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
     const long long i31 = ocannl_t;
-    b[i31] = b[i31] - (learning_rate[0] * sgd_delta_1[i31]);
+    b_b_1[i31] = b_b_1[i31] - (learning_rate[0] * sgd_momentum_3[i31]);
   }
 }
 
-/* kernel 26: 256 threads */
-extern "C" __global__ void moons_step_k26(float* __restrict__ w_grad_1, float* __restrict__ sgd_delta_2, int* ocannl_err) {
-  for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 256LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
-    const long long i32 = ocannl_t / 16;
-    const long long i33 = ocannl_t % 16;
-    sgd_delta_2[16*i32 + i33] = w_grad_1[16*i32 + i33];
-  }
-}
-
-/* kernel 27: 256 threads */
-extern "C" __global__ void moons_step_k27(float* __restrict__ sgd_delta_2, float* __restrict__ sgd_momentum_2, int* ocannl_err) {
-  for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 256LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
-    const long long i34 = ocannl_t / 16;
-    const long long i35 = ocannl_t % 16;
-    sgd_momentum_2[16*i34 + i35] = (0.8999999761581421f * sgd_momentum_2[16*i34 + i35]) + sgd_delta_2[16*i34 + i35];
-  }
-}
-
-/* kernel 28: 256 threads */
-extern "C" __global__ void moons_step_k28(float* __restrict__ sgd_delta_2, float* __restrict__ sgd_momentum_2, int* ocannl_err) {
-  for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 256LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
-    const long long i36 = ocannl_t / 16;
-    const long long i37 = ocannl_t % 16;
-    sgd_delta_2[16*i36 + i37] = sgd_momentum_2[16*i36 + i37];
-  }
-}
-
-/* kernel 29: 256 threads */
-extern "C" __global__ void moons_step_k29(float* __restrict__ w_1, float* __restrict__ learning_rate, float* __restrict__ sgd_delta_2, int* ocannl_err) {
-  for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 256LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
-    const long long i38 = ocannl_t / 16;
-    const long long i39 = ocannl_t % 16;
-    w_1[16*i38 + i39] = w_1[16*i38 + i39] - (learning_rate[0] * sgd_delta_2[16*i38 + i39]);
-  }
-}
-
-/* kernel 30: 16 threads */
-extern "C" __global__ void moons_step_k30(float* __restrict__ b_b_grad_1, float* __restrict__ sgd_delta_3, int* ocannl_err) {
+/* kernel 26: 16 threads */
+extern "C" __global__ void moons_step_k26(float* __restrict__ w_grad, float* __restrict__ sgd_momentum_4, int* ocannl_err) {
   for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 16LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
-    const long long i40 = ocannl_t;
-    sgd_delta_3[i40] = b_b_grad_1[i40];
+    const long long i32 = ocannl_t;
+    sgd_momentum_4[i32] = (0.8999999761581421f * sgd_momentum_4[i32]) + w_grad[i32];
   }
 }
 
-/* kernel 31: 16 threads */
-extern "C" __global__ void moons_step_k31(float* __restrict__ sgd_delta_3, float* __restrict__ sgd_momentum_3, int* ocannl_err) {
+/* kernel 27: 16 threads */
+extern "C" __global__ void moons_step_k27(float* __restrict__ w_2, float* __restrict__ learning_rate, float* __restrict__ sgd_momentum_4, int* ocannl_err) {
   for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 16LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
-    const long long i41 = ocannl_t;
-    sgd_momentum_3[i41] = (0.8999999761581421f * sgd_momentum_3[i41]) + sgd_delta_3[i41];
+    const long long i33 = ocannl_t;
+    w_2[i33] = w_2[i33] - (learning_rate[0] * sgd_momentum_4[i33]);
   }
 }
 
-/* kernel 32: 16 threads */
-extern "C" __global__ void moons_step_k32(float* __restrict__ sgd_delta_3, float* __restrict__ sgd_momentum_3, int* ocannl_err) {
-  for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 16LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
-    const long long i42 = ocannl_t;
-    sgd_delta_3[i42] = sgd_momentum_3[i42];
-  }
-}
-
-/* kernel 33: 16 threads */
-extern "C" __global__ void moons_step_k33(float* __restrict__ b_b_1, float* __restrict__ learning_rate, float* __restrict__ sgd_delta_3, int* ocannl_err) {
-  for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 16LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
-    const long long i43 = ocannl_t;
-    b_b_1[i43] = b_b_1[i43] - (learning_rate[0] * sgd_delta_3[i43]);
-  }
-}
-
-/* kernel 34: 16 threads */
-extern "C" __global__ void moons_step_k34(float* __restrict__ w_grad, float* __restrict__ sgd_delta_4, int* ocannl_err) {
-  for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 16LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
-    const long long i44 = ocannl_t;
-    sgd_delta_4[i44] = w_grad[i44];
-  }
-}
-
-/* kernel 35: 16 threads */
-extern "C" __global__ void moons_step_k35(float* __restrict__ sgd_delta_4, float* __restrict__ sgd_momentum_4, int* ocannl_err) {
-  for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 16LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
-    const long long i45 = ocannl_t;
-    sgd_momentum_4[i45] = (0.8999999761581421f * sgd_momentum_4[i45]) + sgd_delta_4[i45];
-  }
-}
-
-/* kernel 36: 16 threads */
-extern "C" __global__ void moons_step_k36(float* __restrict__ sgd_delta_4, float* __restrict__ sgd_momentum_4, int* ocannl_err) {
-  for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 16LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
-    const long long i46 = ocannl_t;
-    sgd_delta_4[i46] = sgd_momentum_4[i46];
-  }
-}
-
-/* kernel 37: 16 threads */
-extern "C" __global__ void moons_step_k37(float* __restrict__ w_2, float* __restrict__ learning_rate, float* __restrict__ sgd_delta_4, int* ocannl_err) {
-  for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 16LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
-    const long long i47 = ocannl_t;
-    w_2[i47] = w_2[i47] - (learning_rate[0] * sgd_delta_4[i47]);
-  }
-}
-
-/* kernel 38: 1 thread */
-extern "C" __global__ void moons_step_k38(float* __restrict__ b_b_2, float* __restrict__ b_b_grad, float* __restrict__ learning_rate, float* __restrict__ sgd_delta_5, float* __restrict__ sgd_momentum_5, int* ocannl_err) {
-  sgd_delta_5[0] = b_b_grad[0];
-  sgd_momentum_5[0] = (0.8999999761581421f * sgd_momentum_5[0]) + sgd_delta_5[0];
-  sgd_delta_5[0] = sgd_momentum_5[0];
-  b_b_2[0] = b_b_2[0] - (learning_rate[0] * sgd_delta_5[0]);
+/* kernel 28: 1 thread */
+extern "C" __global__ void moons_step_k28(float* __restrict__ b_b_2, float* __restrict__ b_b_grad, float* __restrict__ learning_rate, float* __restrict__ sgd_momentum_5, int* ocannl_err) {
+  sgd_momentum_5[0] = (0.8999999761581421f * sgd_momentum_5[0]) + b_b_grad[0];
+  b_b_2[0] = b_b_2[0] - (learning_rate[0] * sgd_momentum_5[0]);
 }

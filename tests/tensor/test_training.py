@@ -208,3 +208,31 @@ def test_sgd_update_covers_every_param() -> None:
     dh = 2 * (h - np.array([1.0, -1.0])) * (1 - h * h)
     np.testing.assert_allclose(ctx.get(a), a0 - 0.2 * dh * c0, rtol=1e-12)
     np.testing.assert_allclose(ctx.get(c), c0 - 0.2 * np.array([(dh * a0).sum()]), rtol=1e-12)
+
+
+@pytest.mark.parametrize("momentum", [0.0, 0.9])
+@pytest.mark.parametrize("precision", ["float32", "float64"])
+def test_sgd_without_delta_has_the_bits_of_ocannls_sgd_one(momentum: float,
+                                                           precision: str) -> None:
+    """Without weight decay or Nesterov, `sgd_update` skips OCANNL's `sgd_delta` copy: the
+    same parameters, bit for bit, as OCANNL's `sgd_one` step by step."""
+    from ocannl_ast.naming import state_code
+    from ocannl_ast.tensor.node import concat
+    from ocannl_ast.tensor.train import sgd_one
+
+    def train(direct: bool) -> list[np.ndarray]:
+        w, b, loss = _model()
+        if direct:
+            update = oc.sgd_update(loss, learning_rate=0.05, momentum=momentum)
+        else:
+            update = concat(state_code(p, sgd_one, p, 0.05, momentum=momentum)
+                               for p in (w, b))
+        ctx = oc.Context(precision=precision)
+        step = ctx.compile([oc.grad_update(loss), update])
+        for _ in range(5):
+            step()
+        return [ctx.get(w), ctx.get(b)]
+
+    for a, c in zip(train(True), train(False), strict=True):
+        assert np.array_equal(a, c)
+    assert not np.array_equal(train(True)[0], W0)
