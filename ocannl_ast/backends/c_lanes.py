@@ -9,6 +9,8 @@ fold is one latency chain that stays scalar):
       for l < n % 8: L[l] = L[l] op t(8 (n / 8) + l);
       acc = acc op (((L0 op L1) op (L2 op L3)) op ((L4 op L5) op (L6 op L7))); }
 
+(the tree in vector registers: `c_lane_combine`, the same bits).
+
 Taken: a sum, max or min of at least `MIN_EXTENT` terms whose reads all step by 0 or 1
 element along the loop (`takes`): a row of a softmax, a layer norm, a cross-entropy; and a
 subtraction ``acc = acc - t(k)`` (the ``=-`` of a gradient: layer norm's and softmax's
@@ -63,6 +65,8 @@ NEUTRAL = {BinOp.ADD: -0.0, BinOp.SUB: -0.0, BinOp.MAX: -math.inf, BinOp.MIN: ma
 #: How the lanes are combined, and into ``acc``: a subtraction's lanes hold negated partial
 #: sums, added (``acc - t0 - t1 ...`` becomes ``acc + ((-t0 - ...) + ...)``).
 COMBINE = {BinOp.SUB: BinOp.ADD}
+#: The helper combining the lanes by the tree, per combining op (`c_lane_combine`).
+_COMBINE_NAMES = {BinOp.ADD: "add", BinOp.MAX: "max", BinOp.MIN: "min"}
 
 
 class Renderer(Protocol):
@@ -74,6 +78,7 @@ class Renderer(Protocol):
     buffers: dict[Buffer, str]
     symbols: dict[Symbol, str]
     n_iters: int
+    helpers: set[str]
 
     def local(self, name: str) -> str: ...
     def fresh(self, stem: str) -> str: ...
@@ -114,11 +119,6 @@ def _counter(r: Renderer) -> str:
     return name
 
 
-def _tree(r: Renderer, op: BinOp, parts: list[str]) -> str:
-    """``(p0 op p1) op (p2 op p3) ...``: pairs, then pairs of pairs."""
-    while len(parts) > 1:
-        parts = [r.op(op, parts[i], parts[i + 1]) for i in range(0, len(parts), 2)]
-    return parts[0]
 
 
 def render(r: Renderer, loop: ForLoop, depth: int, out: list[str]) -> bool:
@@ -152,7 +152,9 @@ def render(r: Renderer, loop: ForLoop, depth: int, out: list[str]) -> bool:
                 f"{pad}    {step}", f"{pad}  }}"]
     acc = r.local(body.name)
     comb = COMBINE.get(op, op)
-    whole = _tree(r, comb, [f"{lanes}[{i}]" for i in range(LANES)])
+    helper = f"tree8_{_COMBINE_NAMES[comb]}"
+    r.helpers.add(helper)
+    whole = f"ocannl_{helper}_{r.words[Word.SUFFIX]}({lanes})"
     out += [f"{pad}  {acc} = {r.op(comb, acc, whole)};", pad + "}"]
     return True
 

@@ -22,7 +22,7 @@ from enum import StrEnum
 import numpy as np
 
 from ocannl_ast import config
-from ocannl_ast.backends import c_math, c_uint4x32
+from ocannl_ast.backends import c_lane_combine, c_math, c_uint4x32
 from ocannl_ast.lowering.loop_ir import (
     C_KERNEL_MIN_WORK,
     BinOp,
@@ -185,6 +185,7 @@ HALF_CONVERSIONS: dict[Precision, tuple[str, str, str]] = {
     Precision.BFLOAT16: ("bfloat16", "ocannl_bf2f", "ocannl_f2bf"),
 }
 HELPERS.update(c_uint4x32.HELPERS)
+HELPERS.update(c_lane_combine.HELPERS)
 HELPER_DEPS: dict[str, tuple[str, ...]] = {"max": ("select",), "min": ("select",),
                                             "sign": ("select",), "sat01": ("select",),
                                             "sat01_gate": ("select",), "mod": ("select",),
