@@ -103,14 +103,19 @@ def _m_red(s: str) -> str:
 def _exp(s: str) -> str:
     t = _F[s][0]
     c = _CONST[s]
+    # Below `lo` the result is +0: computed from x = 0 and replaced, so that no lane
+    # multiplies into the subnormal range (a microcode assist per operation on x86: a
+    # causal softmax's masked scores took longer than all its other exps)
     return (
         f"{{q}} {t} ocannl_exp_{s}({t} x) {{\n"
         f"  x = ocannl_select_{s}(x > {c['hi']}, {c['hi']}, x);  /* NaN stays NaN */\n"
-        f"  x = ocannl_select_{s}(x < {c['lo']}, {c['lo']}, x);\n"
+        f"  int zero = x < {c['lo']};  /* exp rounds to +0 there */\n"
+        f"  x = ocannl_select_{s}(zero, {c['zero']}, x);\n"
         f"  {t} k;\n  {t} r = ocannl_reduce_{s}(x, &k);\n"
         f"  {t} k1 = ocannl_rint_{s}(k * {c['half']});\n"
-        f"  return (({c['one']} + ocannl_expm1_red_{s}(r)) * ocannl_pow2_{s}(k1))"
-        f" * ocannl_pow2_{s}(k - k1);\n}}"
+        f"  {t} y = (({c['one']} + ocannl_expm1_red_{s}(r)) * ocannl_pow2_{s}(k1))"
+        f" * ocannl_pow2_{s}(k - k1);\n"
+        f"  return ocannl_select_{s}(zero, {c['zero']}, y);\n}}"
     )
 
 
