@@ -357,12 +357,14 @@ def _render_paused(prog: LoopProgram, syntax: CSyntax, budget: int | None,
         entry += [f"  if ((rc = {c}) != 0) return rc;" if p.checked else f"  {c};"
                   for p, c in zip(parts, calls)]
     entry += [*syntax.epilogue(), ""]
+    by_value = len(prog.static_args) == 1
+    entry += syntax.value_entry(cname, t) if by_value else []
     flags = (*(r.kernels.flags() if r.kernels is not None else ()), *syntax.compile_flags)
     if len(groups) == 1:
         source = "\n".join([*head, *kernel, *proto, *threefry,
                             *(ln for f in nest_fns for ln in _shared_def(syntax, f)),
                             *(ln for f in functions for ln in f), *entry])
-        return _Rendered(source, cname, t, syntax.cdef(cname, t), r.checks, flags,
+        return _Rendered(source, cname, t, syntax.cdef(cname, t, by_value), r.checks, flags,
                          objects=objects)
     units = []
     elsewhere = [k for g in groups[1:] for k in g if k < len(parts)]
@@ -383,7 +385,7 @@ def _render_paused(prog: LoopProgram, syntax: CSyntax, budget: int | None,
             text += [functions[k][0].removesuffix("{").rstrip() + ";" for k in sorted(elsewhere)]
             text += ["", *entry]
         units.append("\n".join(text))
-    return _Rendered(units[0], cname, t, syntax.cdef(cname, t), r.checks, flags,
+    return _Rendered(units[0], cname, t, syntax.cdef(cname, t, by_value), r.checks, flags,
                      tuple(units[1:]), objects)
 
 

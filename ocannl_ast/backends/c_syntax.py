@@ -462,9 +462,17 @@ class CSyntax:
         return (f"{self.kernel_qualifier}int {cname}({type_name}* const* bufs, "
                 f"const {self.index_type}* statics) {{")
 
-    def cdef(self, cname: str, type_name: str) -> str:
-        """The declaration of the entry point cffi needs (no qualifiers)."""
-        return f"int {cname}({type_name} *const *, const {self.index_type} *);"
+    def value_entry(self, cname: str, type_name: str) -> list[str]:
+        """A second entry point of a routine of one static int, ``<cname>_v``, taking it by
+        value: cffi passes an int argument faster than it stores one into an array."""
+        head = f"{self.kernel_qualifier}int {cname}_v({type_name}* const* bufs, "
+        return [head + f"{self.index_type} s0) {{", f"  return {cname}(bufs, &s0);", "}", ""]
+
+    def cdef(self, cname: str, type_name: str, by_value: bool = False) -> str:
+        """The declaration of the entry point cffi needs (no qualifiers), and of the
+        by-value one (`value_entry`) when `by_value`."""
+        value = f" int {cname}_v({type_name} *const *, {self.index_type});" if by_value else ""
+        return f"int {cname}({type_name} *const *, const {self.index_type} *);{value}"
 
     def epilogue(self) -> list[str]:
         return ["  return 0;", "}"]

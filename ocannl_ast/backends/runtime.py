@@ -75,8 +75,8 @@ class CRoutine(BoundRoutine):
     owns the arrays (a context's `Routine`) binds once, then calls `run_bound`.
     """
 
-    __slots__ = ("_cast", "_ctype", "_exports", "_fn", "_from_buffer", "_lib", "_statics", "_table",
-                 "library_path", "source_path")
+    __slots__ = ("_cast", "_ctype", "_exports", "_fn", "_fn_v", "_from_buffer", "_lib",
+                 "_statics", "_table", "library_path", "source_path")
 
     def __init__(self, prog: LoopProgram, library: LoadedLibrary) -> None:
         super().__init__(prog, library.checks)
@@ -85,6 +85,8 @@ class CRoutine(BoundRoutine):
         self.library_path = library.so_path  #: the shared object it was compiled to
         self._lib = lib  # keeps the library mapped while the routine lives
         self._fn = getattr(lib, library.cname)
+        # a routine of one static int has an entry taking it by value (`CSyntax.value_entry`)
+        self._fn_v = getattr(lib, library.cname + "_v") if self._n_static == 1 else None
         self._from_buffer = ffi.from_buffer
         self._cast = ffi.cast
         self._ctype = f"{library.c_type}[]"
@@ -137,6 +139,11 @@ class CRoutine(BoundRoutine):
         arrays (`bound`), holding the routine's lock: store the static ints into `statics`,
         ``code = fn(table, statics)``, and raise ``failed(code)`` when code is nonzero."""
         return self._fn, self._table, self._statics, self._failed
+
+    def value_entry(self) -> tuple[Any, Any, Any] | None:
+        """``(fn, table, failed)`` for a routine of one static int: ``code = fn(table, s)``
+        (OverflowError for an `s` beyond int64, before C runs); None for other routines."""
+        return None if self._fn_v is None else (self._fn_v, self._table, self._failed)
 
     def _bind(self, arrays: Sequence[np.ndarray]) -> None:
         exports: list[Any] = []

@@ -102,7 +102,7 @@ class Routine:
         if self.ctx.fast is self:
             self.ctx.fast = None
         self._refresh()
-        self.__class__ = _call_class(self._names)
+        self.__class__ = _call_class(self._names, self._value_entry() is not None)
 
     @property
     def stale(self) -> bool:
@@ -125,9 +125,17 @@ class Routine:
         self.compiled.bind(self.arrays)
         self._fast = fast_caller(self)
         c = self.compiled
+        # (fn, table, statics, failed); statics None: fn takes the one static by value
+        value = self._value_entry()
+        call = (value[0], value[1], None, value[2]) if value else c.entry()
         self._direct: tuple[Any, ...] | None = None if c.bound is not self.arrays else (
-            self.ctx.lock.acquire, self.ctx.lock.release, self.ctx, c, self.arrays, *c.entry())
+            self.ctx.lock.acquire, self.ctx.lock.release, self.ctx, c, self.arrays, *call)
         self._arrays_epoch = self.ctx.arrays_epoch
+
+    def _value_entry(self) -> tuple[Any, Any, Any] | None:
+        """The backend's entry taking the one static int by value, where it has one."""
+        get = getattr(self.compiled, "value_entry", None)  # (not in the protocol: optional)
+        return get() if get is not None and len(self._names) == 1 else None
 
     def _statics(self, args: tuple[int, ...], kwargs: dict[str, int]) -> list[int]:
         vals = list(args)
@@ -280,9 +288,10 @@ _NO: Any = object()  # a static not passed by name
 
 
 @functools.cache
-def _call_class(names: tuple[str, ...]) -> type[Routine]:
+def _call_class(names: tuple[str, ...], by_value: bool = False) -> type[Routine]:
     """`Routine` with a ``__call__`` taking `names` as keyword-only parameters (see the
-    comment above), or `Routine` itself where a name cannot be a Python parameter."""
+    comment above), or `Routine` itself where a name cannot be a Python parameter. With
+    `by_value` (one name), the fast path passes it to the entry by value (`_value_entry`)."""
     if len(set(names)) != len(names) or any(
             not n.isidentifier() or keyword.iskeyword(n) or n.startswith("_r_") for n in names):
         return Routine
@@ -294,6 +303,9 @@ def _call_class(names: tuple[str, ...]) -> type[Routine]:
     named = ", ".join(f"({v!r}, {v})" for v in names)
     stores = "\n".join(f"{' ' * 28}_r_st[{k}] = {v}" for k, v in enumerate(names)) or \
         f"{' ' * 28}pass"
+    run = f"_r_fn(_r_tab, {names[0]})" if by_value else "_r_fn(_r_tab, _r_st)"
+    if by_value:
+        stores = f"{' ' * 28}pass"
     src = f"""\
 def __call__(_r_self, *_r_args, {"".join(f"{v}=_r_NO, " for v in names)}**_r_kwargs):
     if not _r_kwargs:
@@ -307,7 +319,7 @@ def __call__(_r_self, *_r_args, {"".join(f"{v}=_r_NO, " for v in names)}**_r_kwa
                     try:
                         if _r_ctx.fast is _r_self and _r_comp.bound is _r_arr:
 {stores}
-                            _r_code = _r_fn(_r_tab, _r_st)
+                            _r_code = {run}
                     except _r_Overflow:  # a static beyond int64: nothing ran
                         _r_self._statics([{", ".join(names)}], {{}})
                         raise

@@ -354,3 +354,23 @@ def test_fast_calls_after_set_and_other_routines_see_current_values() -> None:
             np.testing.assert_array_equal(ctx.get(z), 3 * (wv @ xv[i]))
         wv = wv + np.float32(step + 1)
         ctx.set(w, wv)
+
+
+def test_a_one_static_routine_takes_it_by_value() -> None:
+    """`<name>_v(table, s)`: the routine's fast path passes its one static int by value;
+    the same rows as the statics-array entry, an out-of-range static still refused."""
+    ctx, routine, _, y = _copy_routine()
+    routine(batch=1)
+    src = routine.compiled.source_path.read_text()
+    assert "_v(float* const* bufs, int64_t s0)" in src
+    fn, table, _ = routine.compiled.value_entry()
+    assert fn(table, 2) == 0
+    np.testing.assert_array_equal(ctx.get(y), [8, 9, 10, 11])
+    assert fn(table, 3) != 0  # the index check of the entry it calls
+    with pytest.raises(OverflowError):
+        fn(table, 1 << 63)
+    routine(batch=0)
+    np.testing.assert_array_equal(ctx.get(y), [0, 1, 2, 3])
+    x = oc.ndarray(np.arange(4.0))
+    none = oc.Context().compile((x * 2.0).forward)
+    assert none.compiled.value_entry() is None  # no static: the plain entry only
