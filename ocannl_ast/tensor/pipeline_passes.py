@@ -114,10 +114,16 @@ def interchange_loops(prog: LoopProgram, opts: Options) -> Decided:
 
 
 def fuse_loops(prog: LoopProgram, opts: Options) -> Decided:
-    """Merge adjacent pointwise nests over the same extents (`lowering.fuse_nests`)."""
-    if not scheduling(opts):
-        return _decided(prog)
+    """Merge adjacent pointwise nests over the same extents (`lowering.fuse_nests`), then
+    (CPU backends) row-wise nests (`lowering.fuse_rows`)."""
     from ..lowering.fuse_nests import fuse_nests
+
+    if not scheduling(opts):
+        # a GPU backend (no other scheduling pass) still merges pointwise nests: every cell
+        # stays a thread of its own (the same parallelism), one kernel launch for several
+        gpu = opts.schedule is None and config.schedule() and \
+            opts.fusion_limit >= CONTRACTION_MIN_WORK
+        return _decided(fuse_nests(prog).prog if gpu else prog)
     from ..lowering.fuse_rows import fuse_rows
 
     return _decided(fuse_rows(fuse_nests(prog).prog).prog)

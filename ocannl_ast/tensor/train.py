@@ -35,7 +35,10 @@ def sgd_direct(p, learning_rate, momentum=0.0):
     copy the gradient (or the momentum), so the step reads that directly -- the same bits,
     two assignments fewer per parameter to infer, lower and compile."""
     if momentum > 0.0:
-        {sgd_momentum}[...] = momentum * sgd_momentum + p.grad
+        # two statements: `momentum * sgd_momentum + p.grad` would make the product an
+        # intermediate tensor (a nested sub-expression); the same bits either way
+        {sgd_momentum}[...] = momentum * sgd_momentum
+        sgd_momentum += p.grad
         p -= learning_rate * sgd_momentum
     else:
         p -= learning_rate * p.grad

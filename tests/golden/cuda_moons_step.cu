@@ -17,12 +17,6 @@ static __device__ __forceinline__ __attribute__((unused)) float ocannl_max_f(flo
 /* kernel 0: 256 threads */
 /* constant: t_1 = 1 */
 /* constant: t_0_0625 = 0.0625 */
-/* constant: t_0_9 = 0.9 */
-/* constant: t_0_9_1 = 0.9 */
-/* constant: t_0_9_2 = 0.9 */
-/* constant: t_0_9_3 = 0.9 */
-/* constant: t_0_9_4 = 0.9 */
-/* constant: t_0_9_5 = 0.9 */
 /* virtual: relu_1 (inlined into 2 reads) */
 /* virtual: add_2 (inlined into 1 read) */
 /* virtual: mul (inlined into 1 read) */
@@ -33,17 +27,12 @@ static __device__ __forceinline__ __attribute__((unused)) float ocannl_max_f(flo
 /* virtual: relu_grad_1 (inlined into 1 read) */
 /* virtual: compose_grad_1 (inlined into 2 reads) */
 /* virtual: compose_grad_2 (inlined into 1 read) */
-/* virtual: mul_2 (inlined into 1 read) */
-/* virtual: mul_3 (inlined into 1 read) */
-/* virtual: mul_4 (inlined into 1 read) */
-/* virtual: mul_5 (inlined into 1 read) */
-/* virtual: mul_6 (inlined into 1 read) */
-/* virtual: mul_7 (inlined into 1 read) */
 /* virtual: compose (its reader fused into the reduction) */
 /* virtual: compose_1 (its reader fused into the reduction) */
 /* virtual: compose_2 (its reader fused into the reduction) */
 /* virtual: einsum (its reader fused into the reduction) */
 /* virtual: relu_grad_2 (its reader fused into the reduction) */
+/* fused: 12 pointwise nests into the one before */
 extern "C" __global__ void moons_step_k0(float* __restrict__ w, float* __restrict__ moons_x, float* __restrict__ add, float* __restrict__ b, const long long* __restrict__ ocannl_statics, int* ocannl_err) {
   const long long s_batch = ocannl_statics[0];
   for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 256LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
@@ -117,35 +106,28 @@ extern "C" __global__ void moons_step_k6(float* __restrict__ mul_grad_1, float* 
 }
 
 /* kernel 7: 16 threads */
-extern "C" __global__ void moons_step_k7(float* __restrict__ sub, float* __restrict__ mul_grad, float* __restrict__ einsum_grad, int* ocannl_err) {
+extern "C" __global__ void moons_step_k7(float* __restrict__ moons_y, float* __restrict__ sub, float* __restrict__ mul_grad, float* __restrict__ einsum_grad, float* __restrict__ add_grad, const long long* __restrict__ ocannl_statics, int* ocannl_err) {
+  const long long s_batch = ocannl_statics[0];
   for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 16LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
     const long long i11 = ocannl_t;
     mul_grad[i11] = mul_grad[i11] - ocannl_select_f(sub[i11] > 0.0f, einsum_grad[0], 0.0f);
+    add_grad[i11] = moons_y[16*s_batch + i11] * mul_grad[i11];
   }
 }
 
-/* kernel 8: 16 threads */
-extern "C" __global__ void moons_step_k8(float* __restrict__ moons_y, float* __restrict__ mul_grad, float* __restrict__ add_grad, const long long* __restrict__ ocannl_statics, int* ocannl_err) {
-  const long long s_batch = ocannl_statics[0];
-  for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 16LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
-    const long long i12 = ocannl_t;
-    add_grad[i12] = moons_y[16*s_batch + i12] * mul_grad[i12];
-  }
-}
-
-/* kernel 9: 1 thread */
-extern "C" __global__ void moons_step_k9(float* __restrict__ add_grad, float* __restrict__ b_b_grad, int* ocannl_err) {
+/* kernel 8: 1 thread */
+extern "C" __global__ void moons_step_k8(float* __restrict__ add_grad, float* __restrict__ b_b_grad, int* ocannl_err) {
   {
     float l_acc5 = 0.0f;
-    for (long long i13 = 0; i13 < 16; ++i13) {
-      l_acc5 = l_acc5 + add_grad[i13];
+    for (long long i12 = 0; i12 < 16; ++i12) {
+      l_acc5 = l_acc5 + add_grad[i12];
     }
     b_b_grad[0] = l_acc5;
   }
 }
 
-/* kernel 10: 16 threads */
-extern "C" __global__ void moons_step_k10(float* __restrict__ add_1, float* __restrict__ add_grad, float* __restrict__ w_grad, int* ocannl_err) {
+/* kernel 9: 16 threads */
+extern "C" __global__ void moons_step_k9(float* __restrict__ add_1, float* __restrict__ add_grad, float* __restrict__ w_grad, int* ocannl_err) {
   for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 16LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
     const long long i9 = ocannl_t;
     float l_acc6 = 0.0f;
@@ -156,29 +138,29 @@ extern "C" __global__ void moons_step_k10(float* __restrict__ add_1, float* __re
   }
 }
 
-/* kernel 11: 256 threads */
-extern "C" __global__ void moons_step_k11(float* __restrict__ add_1, float* __restrict__ w_2, float* __restrict__ add_grad, float* __restrict__ add_grad_1, int* ocannl_err) {
+/* kernel 10: 256 threads */
+extern "C" __global__ void moons_step_k10(float* __restrict__ add_1, float* __restrict__ w_2, float* __restrict__ add_grad, float* __restrict__ add_grad_1, int* ocannl_err) {
   for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 256LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
-    const long long i14 = ocannl_t / 16;
-    const long long i15 = ocannl_t % 16;
-    add_grad_1[16*i14 + i15] = ocannl_select_f(add_1[16*i14 + i15] > 0.0f, (w_2[i15] * add_grad[i14]), 0.0f);
+    const long long i13 = ocannl_t / 16;
+    const long long i14 = ocannl_t % 16;
+    add_grad_1[16*i13 + i14] = ocannl_select_f(add_1[16*i13 + i14] > 0.0f, (w_2[i14] * add_grad[i13]), 0.0f);
   }
 }
 
-/* kernel 12: 16 threads */
-extern "C" __global__ void moons_step_k12(float* __restrict__ add_grad_1, float* __restrict__ b_b_grad_1, int* ocannl_err) {
+/* kernel 11: 16 threads */
+extern "C" __global__ void moons_step_k11(float* __restrict__ add_grad_1, float* __restrict__ b_b_grad_1, int* ocannl_err) {
   for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 16LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
-    const long long i16 = ocannl_t;
+    const long long i15 = ocannl_t;
     float l_acc7 = 0.0f;
-    for (long long i17 = 0; i17 < 16; ++i17) {
-      l_acc7 = l_acc7 + add_grad_1[16*i17 + i16];
+    for (long long i16 = 0; i16 < 16; ++i16) {
+      l_acc7 = l_acc7 + add_grad_1[16*i16 + i15];
     }
-    b_b_grad_1[i16] = l_acc7;
+    b_b_grad_1[i15] = l_acc7;
   }
 }
 
-/* kernel 13: 256 threads */
-extern "C" __global__ void moons_step_k13(float* __restrict__ relu, float* __restrict__ add_grad_1, float* __restrict__ w_grad_1, int* ocannl_err) {
+/* kernel 12: 256 threads */
+extern "C" __global__ void moons_step_k12(float* __restrict__ relu, float* __restrict__ add_grad_1, float* __restrict__ w_grad_1, int* ocannl_err) {
   for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 256LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
     const long long i6 = ocannl_t / 16;
     const long long i7 = ocannl_t % 16;
@@ -190,8 +172,8 @@ extern "C" __global__ void moons_step_k13(float* __restrict__ relu, float* __res
   }
 }
 
-/* kernel 14: 256 threads */
-extern "C" __global__ void moons_step_k14(float* __restrict__ add, float* __restrict__ w_1, float* __restrict__ add_grad_1, float* __restrict__ add_grad_2, int* ocannl_err) {
+/* kernel 13: 256 threads */
+extern "C" __global__ void moons_step_k13(float* __restrict__ add, float* __restrict__ w_1, float* __restrict__ add_grad_1, float* __restrict__ add_grad_2, int* ocannl_err) {
   for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 256LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
     const long long i5 = ocannl_t / 16;
     const long long i7 = ocannl_t % 16;
@@ -203,20 +185,20 @@ extern "C" __global__ void moons_step_k14(float* __restrict__ add, float* __rest
   }
 }
 
-/* kernel 15: 16 threads */
-extern "C" __global__ void moons_step_k15(float* __restrict__ add_grad_2, float* __restrict__ b_b_grad_2, int* ocannl_err) {
+/* kernel 14: 16 threads */
+extern "C" __global__ void moons_step_k14(float* __restrict__ add_grad_2, float* __restrict__ b_b_grad_2, int* ocannl_err) {
   for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 16LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
-    const long long i18 = ocannl_t;
+    const long long i17 = ocannl_t;
     float l_acc10 = 0.0f;
-    for (long long i19 = 0; i19 < 16; ++i19) {
-      l_acc10 = l_acc10 + add_grad_2[16*i19 + i18];
+    for (long long i18 = 0; i18 < 16; ++i18) {
+      l_acc10 = l_acc10 + add_grad_2[16*i18 + i17];
     }
-    b_b_grad_2[i18] = l_acc10;
+    b_b_grad_2[i17] = l_acc10;
   }
 }
 
-/* kernel 16: 32 threads */
-extern "C" __global__ void moons_step_k16(float* __restrict__ moons_x, float* __restrict__ add_grad_2, float* __restrict__ w_grad_2, const long long* __restrict__ ocannl_statics, int* ocannl_err) {
+/* kernel 15: 32 threads */
+extern "C" __global__ void moons_step_k15(float* __restrict__ moons_x, float* __restrict__ add_grad_2, float* __restrict__ w_grad_2, const long long* __restrict__ ocannl_statics, int* ocannl_err) {
   const long long s_batch = ocannl_statics[0];
   for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 32LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
     const long long i1 = ocannl_t / 2;
@@ -229,98 +211,60 @@ extern "C" __global__ void moons_step_k16(float* __restrict__ moons_x, float* __
   }
 }
 
-/* kernel 17: 1 thread */
-extern "C" __global__ void moons_step_k17(float* __restrict__ learning_rate, const long long* __restrict__ ocannl_statics, int* ocannl_err) {
+/* kernel 16: 1 thread */
+extern "C" __global__ void moons_step_k16(float* __restrict__ learning_rate, const long long* __restrict__ ocannl_statics, int* ocannl_err) {
   const long long s_step = ocannl_statics[1];
   learning_rate[0] = 0.10000000149011612f * (1.0f - ((0.8999999761581421f * ((float)s_step)) / 100.0f));
 }
 
-/* kernel 18: 32 threads */
-extern "C" __global__ void moons_step_k18(float* __restrict__ w_grad_2, float* __restrict__ sgd_momentum, int* ocannl_err) {
+/* kernel 17: 32 threads */
+extern "C" __global__ void moons_step_k17(float* __restrict__ w, float* __restrict__ w_grad_2, float* __restrict__ learning_rate, float* __restrict__ sgd_momentum, int* ocannl_err) {
   for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 32LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
-    const long long i20 = ocannl_t / 2;
-    const long long i21 = ocannl_t % 2;
-    sgd_momentum[2*i20 + i21] = (0.8999999761581421f * sgd_momentum[2*i20 + i21]) + w_grad_2[2*i20 + i21];
+    const long long i19 = ocannl_t / 2;
+    const long long i20 = ocannl_t % 2;
+    sgd_momentum[2*i19 + i20] = 0.8999999761581421f * sgd_momentum[2*i19 + i20];
+    sgd_momentum[2*i19 + i20] = sgd_momentum[2*i19 + i20] + w_grad_2[2*i19 + i20];
+    w[2*i19 + i20] = w[2*i19 + i20] - (learning_rate[0] * sgd_momentum[2*i19 + i20]);
   }
 }
 
-/* kernel 19: 32 threads */
-extern "C" __global__ void moons_step_k19(float* __restrict__ w, float* __restrict__ learning_rate, float* __restrict__ sgd_momentum, int* ocannl_err) {
-  for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 32LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
-    const long long i22 = ocannl_t / 2;
-    const long long i23 = ocannl_t % 2;
-    w[2*i22 + i23] = w[2*i22 + i23] - (learning_rate[0] * sgd_momentum[2*i22 + i23]);
+/* kernel 18: 16 threads */
+extern "C" __global__ void moons_step_k18(float* __restrict__ b, float* __restrict__ b_b_grad_2, float* __restrict__ learning_rate, float* __restrict__ sgd_momentum_1, int* ocannl_err) {
+  for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 16LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
+    const long long i21 = ocannl_t;
+    sgd_momentum_1[i21] = 0.8999999761581421f * sgd_momentum_1[i21];
+    sgd_momentum_1[i21] = sgd_momentum_1[i21] + b_b_grad_2[i21];
+    b[i21] = b[i21] - (learning_rate[0] * sgd_momentum_1[i21]);
+  }
+}
+
+/* kernel 19: 256 threads */
+extern "C" __global__ void moons_step_k19(float* __restrict__ w_1, float* __restrict__ w_grad_1, float* __restrict__ learning_rate, float* __restrict__ sgd_momentum_2, int* ocannl_err) {
+  for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 256LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
+    const long long i22 = ocannl_t / 16;
+    const long long i23 = ocannl_t % 16;
+    sgd_momentum_2[16*i22 + i23] = 0.8999999761581421f * sgd_momentum_2[16*i22 + i23];
+    sgd_momentum_2[16*i22 + i23] = sgd_momentum_2[16*i22 + i23] + w_grad_1[16*i22 + i23];
+    w_1[16*i22 + i23] = w_1[16*i22 + i23] - (learning_rate[0] * sgd_momentum_2[16*i22 + i23]);
   }
 }
 
 /* kernel 20: 16 threads */
-extern "C" __global__ void moons_step_k20(float* __restrict__ b_b_grad_2, float* __restrict__ sgd_momentum_1, int* ocannl_err) {
+extern "C" __global__ void moons_step_k20(float* __restrict__ b_b_1, float* __restrict__ w_2, float* __restrict__ w_grad, float* __restrict__ b_b_grad_1, float* __restrict__ learning_rate, float* __restrict__ sgd_momentum_3, float* __restrict__ sgd_momentum_4, int* ocannl_err) {
   for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 16LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
     const long long i24 = ocannl_t;
-    sgd_momentum_1[i24] = (0.8999999761581421f * sgd_momentum_1[i24]) + b_b_grad_2[i24];
+    sgd_momentum_3[i24] = 0.8999999761581421f * sgd_momentum_3[i24];
+    sgd_momentum_3[i24] = sgd_momentum_3[i24] + b_b_grad_1[i24];
+    b_b_1[i24] = b_b_1[i24] - (learning_rate[0] * sgd_momentum_3[i24]);
+    sgd_momentum_4[i24] = 0.8999999761581421f * sgd_momentum_4[i24];
+    sgd_momentum_4[i24] = sgd_momentum_4[i24] + w_grad[i24];
+    w_2[i24] = w_2[i24] - (learning_rate[0] * sgd_momentum_4[i24]);
   }
 }
 
-/* kernel 21: 16 threads */
-extern "C" __global__ void moons_step_k21(float* __restrict__ b, float* __restrict__ learning_rate, float* __restrict__ sgd_momentum_1, int* ocannl_err) {
-  for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 16LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
-    const long long i25 = ocannl_t;
-    b[i25] = b[i25] - (learning_rate[0] * sgd_momentum_1[i25]);
-  }
-}
-
-/* kernel 22: 256 threads */
-extern "C" __global__ void moons_step_k22(float* __restrict__ w_grad_1, float* __restrict__ sgd_momentum_2, int* ocannl_err) {
-  for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 256LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
-    const long long i26 = ocannl_t / 16;
-    const long long i27 = ocannl_t % 16;
-    sgd_momentum_2[16*i26 + i27] = (0.8999999761581421f * sgd_momentum_2[16*i26 + i27]) + w_grad_1[16*i26 + i27];
-  }
-}
-
-/* kernel 23: 256 threads */
-extern "C" __global__ void moons_step_k23(float* __restrict__ w_1, float* __restrict__ learning_rate, float* __restrict__ sgd_momentum_2, int* ocannl_err) {
-  for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 256LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
-    const long long i28 = ocannl_t / 16;
-    const long long i29 = ocannl_t % 16;
-    w_1[16*i28 + i29] = w_1[16*i28 + i29] - (learning_rate[0] * sgd_momentum_2[16*i28 + i29]);
-  }
-}
-
-/* kernel 24: 16 threads */
-extern "C" __global__ void moons_step_k24(float* __restrict__ b_b_grad_1, float* __restrict__ sgd_momentum_3, int* ocannl_err) {
-  for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 16LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
-    const long long i30 = ocannl_t;
-    sgd_momentum_3[i30] = (0.8999999761581421f * sgd_momentum_3[i30]) + b_b_grad_1[i30];
-  }
-}
-
-/* kernel 25: 16 threads */
-extern "C" __global__ void moons_step_k25(float* __restrict__ b_b_1, float* __restrict__ learning_rate, float* __restrict__ sgd_momentum_3, int* ocannl_err) {
-  for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 16LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
-    const long long i31 = ocannl_t;
-    b_b_1[i31] = b_b_1[i31] - (learning_rate[0] * sgd_momentum_3[i31]);
-  }
-}
-
-/* kernel 26: 16 threads */
-extern "C" __global__ void moons_step_k26(float* __restrict__ w_grad, float* __restrict__ sgd_momentum_4, int* ocannl_err) {
-  for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 16LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
-    const long long i32 = ocannl_t;
-    sgd_momentum_4[i32] = (0.8999999761581421f * sgd_momentum_4[i32]) + w_grad[i32];
-  }
-}
-
-/* kernel 27: 16 threads */
-extern "C" __global__ void moons_step_k27(float* __restrict__ w_2, float* __restrict__ learning_rate, float* __restrict__ sgd_momentum_4, int* ocannl_err) {
-  for (long long ocannl_t = (long long)blockIdx.x * blockDim.x + threadIdx.x; ocannl_t < 16LL; ocannl_t += (long long)gridDim.x * blockDim.x) {
-    const long long i33 = ocannl_t;
-    w_2[i33] = w_2[i33] - (learning_rate[0] * sgd_momentum_4[i33]);
-  }
-}
-
-/* kernel 28: 1 thread */
-extern "C" __global__ void moons_step_k28(float* __restrict__ b_b_2, float* __restrict__ b_b_grad, float* __restrict__ learning_rate, float* __restrict__ sgd_momentum_5, int* ocannl_err) {
-  sgd_momentum_5[0] = (0.8999999761581421f * sgd_momentum_5[0]) + b_b_grad[0];
+/* kernel 21: 1 thread */
+extern "C" __global__ void moons_step_k21(float* __restrict__ b_b_2, float* __restrict__ b_b_grad, float* __restrict__ learning_rate, float* __restrict__ sgd_momentum_5, int* ocannl_err) {
+  sgd_momentum_5[0] = 0.8999999761581421f * sgd_momentum_5[0];
+  sgd_momentum_5[0] = sgd_momentum_5[0] + b_b_grad[0];
   b_b_2[0] = b_b_2[0] - (learning_rate[0] * sgd_momentum_5[0]);
 }

@@ -85,7 +85,9 @@ def test_moons_step_renders_fewer_buffers(monkeypatch: pytest.MonkeyPatch) -> No
     off = oc.render(code)
     assert "/* virtual:" in on and "/* constant:" in on and "fused into the reduction" in on
     assert "virtual:" not in off and "constant:" not in off
-    assert _n_buffers(off) >= 50 and _n_buffers(on) <= _n_buffers(off) - 20
+    # (SGD's update makes no intermediates of its own since it reads the gradient and the
+    # momentum in place: what is left to virtualize is the model's and its gradients')
+    assert _n_buffers(off) >= 40 and _n_buffers(on) <= _n_buffers(off) - 8
 
 
 def test_moons_matches_numpy_reference() -> None:
