@@ -1,7 +1,8 @@
 """The character-level transformer LM step of the performance issue (transformer_model.py):
 ocannl_ast's compiled step against PyTorch eager from the same weights, at 1 thread and at 2
 (`OCANNL_AST_THREADS=2` vs `torch.set_num_threads(2)`), and against `torch.compile` where it
-works; achieved GFLOP/s against matmul GFLOP/s; the cold compile time of the step (a fresh
+works, and against `jax.jit` where jax is installed (transformer_jax.py, one CPU);
+achieved GFLOP/s against matmul GFLOP/s; the cold compile time of the step (a fresh
 interpreter and cache directory, gcc included); the bytes the context's buffers hold
 against the static state (params, grads, Adam moments, the data set) plus the largest set
 of intermediates live at once by liveness. The first losses must match
@@ -38,6 +39,7 @@ import ocannl_ast as oc
 LOSS_RTOL = 1e-4
 CHECK_STEPS = 3
 COMPILE_TARGET_S = 2.0
+JAX_TARGET = 0.8  #: ocannl / jax.jit, 1 thread
 COLD_REPEATS = 3  #: runs of the target row's cold compile (each in a fresh cache)
 G = "transformer"
 T = TypeVar("T")
@@ -146,10 +148,7 @@ def run(quick: bool = False) -> list[Row]:
             rows.append(Row(G, "torch.compile step, 1 thread", tcs["torch.compile"].show("ms")))
             rows.append(ratio_row(G, "ocannl / torch.compile, 1 thread", tcs["ocannl"].median
                                   / tcs["torch.compile"].median, at_most=0.8))
-        rows.append(Row(G, "ocannl / jax.jit, 1 thread",
-                        "skipped: jax is not installed (not a dependency)"
-                        if importlib.util.find_spec("jax") is None
-                        else "skipped: no jax port of the model yet", "<= 0.8x"))
+        rows += jax_rows(quick)
         torch.set_num_threads(2)
         oc2, _, _ = ours(cfg, 2, ws)
         te2 = tm.torch_step(cfg, *tm.data(cfg), ws)
@@ -162,6 +161,47 @@ def run(quick: bool = False) -> list[Row]:
     rows.append(Row(G, "load average (1, 5, 15 min)",
                     " ".join(f"{x:.2f}" for x in os.getloadavg())))
     return rows
+
+
+def jax_rows(quick: bool) -> list[Row]:
+    """ocannl's step against the model's `jax.jit` step (transformer_jax.py), both in one
+    fresh interpreter confined to one CPU (XLA's client runs threads of its own besides
+    its one-thread flags), rounds interleaved; the first losses checked first."""
+    what, target = "ocannl / jax.jit, 1 thread", f"<= {JAX_TARGET:g}x"
+    if importlib.util.find_spec("jax") is None:
+        return [Row(G, what, "skipped: jax is not installed (scripts/setup.sh installs it "
+                             "where it can)", target)]
+    try:
+        got = run_worker(Path(__file__), ["--jax-worker"] + (["--quick"] if quick else []),
+                         timeout=600)
+    except (WorkerTimeout, RuntimeError) as e:
+        return [Row(G, what, f"failed: {str(e).strip().splitlines()[-1][:160]}", target, False)]
+    ours_t, jax_t = Stat(*got["ocannl"]), Stat(*got["jax"])
+    return [Row(G, f"first {CHECK_STEPS} losses vs jax.jit (max rel. diff)",
+                f"{got['worst']:.2g}", f"<= {LOSS_RTOL:g}", True),
+            Row(G, "jax.jit step, 1 CPU (ocannl in the same process: "
+                   f"{ours_t.show('ms')})", jax_t.show("ms")),
+            ratio_row(G, what, ours_t.median / jax_t.median, at_most=JAX_TARGET)]
+
+
+def jax_worker(quick: bool) -> None:
+    """`jax_rows`' measurement, in this fresh interpreter: pinned to the CPU it runs on."""
+    import transformer_jax as tj
+
+    try:
+        with open("/proc/self/stat") as f:  # field 39: the CPU this process last ran on
+            cpu = int(f.read().rsplit(")", 1)[1].split()[36])
+    except (OSError, IndexError, ValueError):
+        cpu = min(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, {cpu})
+    tj.use_one_thread()
+    cfg = tm.QUICK if quick else tm.Config()
+    rounds, round_s = (3, 0.01) if quick else (9, 0.25)
+    oc1, _, ws = ours(cfg, 1)
+    js = tj.jax_step(cfg, *tm.data(cfg), ws)
+    worst = check_losses(cfg, oc1, js, "jax.jit")
+    t = measure_all({"ocannl": oc1, "jax": js}, rounds=rounds, round_s=round_s)
+    print(json.dumps({"worst": worst, **{k: [v.median, v.lo, v.hi] for k, v in t.items()}}))
 
 
 def pair_rows(label: str, t: dict[str, Stat], target: float) -> list[Row]:
@@ -304,8 +344,11 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--quick", action="store_true", help="tiny sizes, few rounds")
     ap.add_argument("--compile-worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--jax-worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.compile_worker:
         compile_worker(args.quick)
+    elif args.jax_worker:
+        jax_worker(args.quick)
     else:
         print_table(run(args.quick))

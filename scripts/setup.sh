@@ -4,7 +4,7 @@
 # (examples: scikit-learn for the digits data set, matplotlib for the plots; dist: mpi4py and
 # the Open MPI wheels, ~21 MB, for ocannl_ast.distributed) into it
 # (cuda: cuda-python + the NVRTC wheel, ~250 MB; the NVRTC tests need no GPU), and the CPU
-# build of PyTorch as a test oracle.
+# build of PyTorch as a test oracle (and JAX, a benchmark baseline).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ ! -x .venv/bin/python ]; then
@@ -17,6 +17,9 @@ if [ ! -f .venv/.installed ] || [ pyproject.toml -nt .venv/.installed ]; then
   # benchmarks' baselines; those skip with the reason when it cannot be installed.
   .venv/bin/python -m pip install -q "torch==${OCANNL_AST_TORCH:-2.13.0+cpu}" \
     || echo "setup: PyTorch (CPU) not installed; the tests that compare against it will skip"
+  # JAX (CPU) is a baseline of the transformer benchmark only (its jax.jit row skips without it).
+  .venv/bin/python -m pip install -q "jax[cpu]==${OCANNL_AST_JAX:-0.10.2}" \
+    || echo "setup: JAX not installed; the benchmark's jax.jit row will skip"
   touch .venv/.installed
 fi
 # Bytecode of the package, written once: an editable install never gets it from pip, and with

@@ -4,6 +4,7 @@ produces well-formed rows; the suite's table prints. Nothing here asserts on spe
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import io
 import math
 import re
@@ -51,6 +52,19 @@ def test_moons_rows_cover_every_implementation(rows_of: dict[str, list]) -> None
         for impl in ("ocannl_ast routine", "ocannl_ast kernel", "hand-fused C", "numpy"):
             assert f"{impl} per step" in figures
         assert "torch eager / ocannl routine (speedup)" in figures  # measured or skipped
+
+
+def test_transformer_rows_compare_jax_where_installed(rows_of: dict[str, list]) -> None:
+    rows = {r.figure: r for r in rows_of["transformer"]}
+    if "torch eager / ocannl step" in rows:
+        pytest.skip("torch is not installed: the transformer benchmark has no rows to check")
+    jax_row = rows["ocannl / jax.jit, 1 thread"]
+    if importlib.util.find_spec("jax") is None:
+        assert jax_row.measured.startswith("skipped: jax is not installed")
+        return
+    # measured in its worker, after the first losses matched ocannl's
+    assert jax_row.measured.endswith("x") and jax_row.met is not None, jax_row
+    assert float(rows["first 3 losses vs jax.jit (max rel. diff)"].measured) <= 1e-4
 
 
 def test_compile_rows_split_python_and_gcc(rows_of: dict[str, list]) -> None:
