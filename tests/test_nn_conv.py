@@ -181,3 +181,72 @@ def test_einsum_param_axis_bounded_only_by_size_one_operand() -> None:
     got = ctx.eval(y)
     oc.testing.assert_shape(w, "1->4")
     np.testing.assert_allclose(got, np.einsum("bc,oc->bo", xs, ctx.get(w)), rtol=1e-12)
+
+
+@pytest.mark.parametrize("channels", [1, 3])
+def test_conv_net_step_grads_vs_numpy_and_no_window_buffer(channels: int) -> None:
+    """A conv net layer at a size that reaches the contraction kernel (batch 16 of 8x8
+    images): the window of ones is folded away (no window buffer is read; max-pool's
+    -0.0 window too), the kernel gradient's product puts the 16 output channels in the
+    kernel's vector lanes; values and gradients against NumPy in float64."""
+    xs = _data(60 + channels, (16, 8, 8, channels))
+    y = oc.nn.conv2d(16, 3, padding="same")(oc.ndarray(xs, batch_axes=1))
+    pooled = oc.nn.max_pool2d(2)(oc.relu(y))
+    c = _data(61, (16, 4, 4, 16))
+    loss = oc.einsum("..b..|i,j,o;..b..|i,j,o=>", pooled, oc.ndarray(c, batch_axes=1))
+    kernel, bias = y.params()
+    src = oc.render(oc.grad_update(loss), precision="float64")
+    assert "window" not in src.split("int routine(")[0].split("*/", 1)[1].replace(
+        "/* constant: window", ""), "a window buffer is still read"
+    assert any("contraction kernel: kernel_grad" in ln and "N 16," in ln
+               for ln in src.splitlines()), "the channels are not the kernel's columns"
+    ctx = oc.Context(precision="float64")
+    _, (gk, gb) = oc.value_and_grad(loss, [kernel, bias], ctx=ctx)
+    wk = np.transpose(ctx.get(kernel), (1, 2, 3, 0))  # (oc, kh, kw, ic) -> (kh, kw, ic, oc)
+    yv = conv2d_ref(xs, wk, ctx.get(bias), 1, True)
+    r = np.maximum(yv, 0.0).reshape(16, 4, 2, 4, 2, 16)
+    pooled_ref = r.max(axis=(2, 4))
+    np.testing.assert_allclose(ctx.get(pooled), pooled_ref, rtol=1e-12, atol=1e-12)
+    # d loss / d y: c at each window's maximum (no ties in random data), through the relu
+    hit = (r == pooled_ref[:, :, None, :, None, :]) & (r > 0)
+    dy = (hit * c[:, :, None, :, None, :]).reshape(16, 8, 8, 16)
+    want_k = np.einsum("bijxyc,bijo->oxyc", _patches(xs, 3, 1, True), dy)
+    np.testing.assert_allclose(gk, want_k, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(gb, dy.sum(axis=(0, 1, 2)), rtol=1e-10, atol=1e-12)
+
+
+def test_max_pool_keeps_negative_zero_as_numpy() -> None:
+    """The max-pool window adds -0.0 (exact): a window of -0.0 values pools to -0.0, as
+    NumPy's max (adding +0.0 would give +0.0)."""
+    xs = np.full((1, 2, 2, 1), -0.0)
+    got = oc.eval(oc.nn.max_pool2d(2)(oc.ndarray(xs, batch_axes=1)))
+    assert got.shape == (1, 1, 1, 1) and got[0, 0, 0, 0] == 0.0
+    assert np.signbit(got[0, 0, 0, 0]) == np.signbit(xs.max())
+
+
+@pytest.mark.parametrize("channels", [1, 3, 8])
+def test_conv_kernel_grad_same_bits_whichever_side_is_the_kernels_columns(
+        channels: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kernel gradient's product with the output channels as the kernel's columns
+    (`c_contraction._swap`) or the window cells (as before): the same products summed in
+    the same order, so the same float32 bits."""
+    from ocannl_ast.backends import c_contraction
+
+    xs = _data(70 + channels, (16, 8, 8, channels)).astype(np.float32)
+    c = _data(71, (16, 8, 8, 16)).astype(np.float32)
+
+    def kernel_grad() -> tuple[bytes, str]:
+        y = oc.nn.conv2d(16, 3, padding="same")(oc.ndarray(xs, batch_axes=1))
+        loss = oc.einsum("..b..|i,j,o;..b..|i,j,o=>", y, oc.ndarray(c, batch_axes=1))
+        kernel, _ = y.params()
+        src = oc.render(oc.grad_update(loss), precision="float32")
+        line = next(ln for ln in src.splitlines() if "contraction kernel: kernel_grad" in ln)
+        _, (gk,) = oc.value_and_grad(loss, [kernel], precision="float32")
+        return gk.tobytes(), line
+
+    swapped, line = kernel_grad()
+    assert "N 16," in line
+    monkeypatch.setattr(c_contraction, "SWAP_MIN_K", 1 << 40)
+    plain, line = kernel_grad()
+    assert "M 16," in line
+    assert swapped == plain

@@ -116,6 +116,17 @@ def number(x: float, *, label: str | None = None) -> Tensor:
     return t
 
 
+def filled(dims: Sequence[int], x: float, *, label: str) -> Tensor:
+    """A constant of `dims` (output axes) with `x` in every cell: filled by the routine, and
+    read as the number `x` where the compiler folds constants (`lowering.fold_constants`),
+    as `number`. Example: ``filled([2, 2], 1.0, label="window")``."""
+    shape = Shape.make(label, batch_dims=(), output_dims=tuple(dims), input_dims=(),
+                       is_terminal=True)
+    t = Tensor(label, shape, Init.CONST)
+    t.init_value = float(x)
+    return t
+
+
 def _num_label(x: float) -> str:
     return f"{x:g}".replace("-", "neg").replace(".", "_").replace("+", "")
 

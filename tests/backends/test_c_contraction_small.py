@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 import ocannl_ast as oc
+from conv_util import MASK, masked_conv
 from ocannl_ast.backends import c_contraction, c_contraction_kernel
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is not installed")
@@ -183,11 +184,10 @@ def _conv_kernel_grad(xs: np.ndarray, cs: np.ndarray, precision: str, small: boo
     c_contraction_kernel.SMALL_BYTES = saved if small else 0
     try:
         dtype = _dtype(precision)
-        y = oc.nn.conv2d(cs.shape[-1], 3, padding="same")(
-            oc.ndarray(xs.astype(dtype), batch_axes=1))
+        y = masked_conv(oc.ndarray(xs.astype(dtype), batch_axes=1), cs.shape[-1])
         loss = oc.einsum("..b..|i,j,o;..b..|i,j,o=>", y,
                          oc.ndarray(cs.astype(dtype), batch_axes=1))
-        kernel, _ = y.params()
+        (kernel,) = y.params()
         src = oc.render(oc.grad_update(loss), precision=precision)
         ctx = oc.Context(precision=precision)
         _, (gk,) = oc.value_and_grad(loss, [kernel], ctx=ctx)
@@ -204,7 +204,7 @@ def test_small_conv_kernel_grad_with_window_mask(b: int, n: int, ci: int, co: in
     assert any(KERNEL_NOTE in line and "window" in line for line in src.splitlines())
     padded = np.pad(xs, ((0, 0), (1, 1), (1, 1), (0, 0)))
     win = np.lib.stride_tricks.sliding_window_view(padded, (3, 3), axis=(1, 2))
-    np.testing.assert_allclose(gk, np.einsum("bhwcxy,bhwo->oxyc", win, cs),
+    np.testing.assert_allclose(gk, np.einsum("bhwcxy,bhwo,xy->oxyc", win, cs, MASK),
                                rtol=1e-11, atol=1e-11)
     on, _, _ = _conv_kernel_grad(xs, cs, "float32", small=True)
     off, _, _ = _conv_kernel_grad(xs, cs, "float32", small=False)

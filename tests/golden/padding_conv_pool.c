@@ -12,6 +12,7 @@ static inline float ocannl_select_f(int c, float a, float b) {
 static inline float ocannl_max_f(float a, float b) { return ocannl_select_f((a > b) | (a != a), a, b); }
 
 static __attribute__((noinline)) int routine_f0(float* restrict img, float* restrict einsum, float* restrict kern) {
+  /* constant: window = -0 */
   /* unrolled: 1 small reduction */
   /* padding: reset the margins (1+1 1+1 0+0) of img [6, 6, 2] to 0 */
   for (int64_t i0 = 0; i0 < 12; ++i0) {
@@ -59,7 +60,7 @@ static __attribute__((noinline)) int routine_f0(float* restrict img, float* rest
   return 0;
 }
 
-static __attribute__((noinline)) int routine_f1(float* restrict img, float* restrict einsum, float* restrict einsum_max, float* restrict window, float* restrict einsum_1) {
+static __attribute__((noinline)) int routine_f1(float* restrict img, float* restrict einsum, float* restrict einsum_max, float* restrict einsum_1) {
   for (int64_t i15 = 0; i15 < 6; ++i15) {
     for (int64_t i16 = 0; i16 < 2; ++i16) {
       img[12*i15 + i16 + 10] = -INFINITY;
@@ -67,7 +68,7 @@ static __attribute__((noinline)) int routine_f1(float* restrict img, float* rest
   }
   for (int64_t i17 = 0; i17 < 4; ++i17) {
     for (int64_t i18 = 0; i18 < 8; ++i18) {
-      einsum_max[8*i17 + i18] = ocannl_max_f(ocannl_max_f(ocannl_max_f(ocannl_max_f(ocannl_max_f(ocannl_max_f(ocannl_max_f(ocannl_max_f(ocannl_max_f((-INFINITY), (img[12*i17 + i18] + window[0])), (img[12*i17 + i18 + 2] + window[1])), (img[12*i17 + i18 + 4] + window[2])), (img[12*i17 + i18 + 12] + window[3])), (img[12*i17 + i18 + 14] + window[4])), (img[12*i17 + i18 + 16] + window[5])), (img[12*i17 + i18 + 24] + window[6])), (img[12*i17 + i18 + 26] + window[7])), (img[12*i17 + i18 + 28] + window[8]));
+      einsum_max[8*i17 + i18] = ocannl_max_f(ocannl_max_f(ocannl_max_f(ocannl_max_f(ocannl_max_f(ocannl_max_f(ocannl_max_f(ocannl_max_f(ocannl_max_f((-INFINITY), img[12*i17 + i18]), img[12*i17 + i18 + 2]), img[12*i17 + i18 + 4]), img[12*i17 + i18 + 12]), img[12*i17 + i18 + 14]), img[12*i17 + i18 + 16]), img[12*i17 + i18 + 24]), img[12*i17 + i18 + 26]), img[12*i17 + i18 + 28]);
     }
   }
   for (int64_t i19 = 0; i19 < 4; ++i19) {
@@ -80,6 +81,6 @@ static __attribute__((noinline)) int routine_f1(float* restrict img, float* rest
 
 int routine(float* const* bufs, const int64_t* statics) {
   routine_f0(bufs[0], bufs[1], bufs[2]);
-  routine_f1(bufs[0], bufs[1], bufs[3], bufs[4], bufs[5]);
+  routine_f1(bufs[0], bufs[1], bufs[3], bufs[4]);
   return 0;
 }

@@ -146,10 +146,10 @@ def einsum_max(spec: str, a: Any, b: Any = None, *,
     """
     validate.spec_and_operands("einsum_max", spec, (a,) if b is None else (a, b))
     parsed = parse_spec(spec)
-    if window is not None:  # unary pooling: max over a + 0 on the window (`ops.pooling`)
+    if window is not None:  # unary pooling: max over a + -0.0 on the window (`ops.pooling`)
         if b is not None:
             raise ShapeError("einsum_max: window= is for the unary form", user_span())
-        parsed, zeros = window_operand(spec, window, 0.0)
+        parsed, zeros = window_operand(spec, window, -0.0)
         return apply("einsum_max", Einsum(parsed), _max_op2, _max_grad2, a, zeros)
     if b is None:
         return apply("einsum_max", Einsum(parsed), _max_op1, _max_grad1, a)

@@ -5,20 +5,21 @@ passes a constant kernel (`0.0 + 0.0`) as a second operand, because projection i
 runs per assignment and must see the window axes on some tensor. Here the caller writes the
 unary spec and gives the window sizes by label:
 ``oc.einsum_max("b|2*oh<+kh => b|oh", x, window={"kh": 2})``; the library supplies the
-constant window operand (0 for a max: max over x + 0; 1 for a sum), so shapes and
-projections are those of OCANNL's binary form.
+constant window operand (-0.0 for a max: max over x + -0.0, which is x exactly; 1 for a
+sum), so shapes and projections are those of OCANNL's binary form. The operand is a filled
+constant (`leaves.filled`): the compiler reads it as its number and drops the exact
+identities ``x * 1`` and ``x + -0.0`` (`lowering.fold_constants`), so no window buffer
+is read and a convolution's product reaches the contraction kernel with two factors.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-import numpy as np
-
 from ...errors import ShapeError, user_span
 from ...infer.spec_ast import EinsumSpec, Label, RowSpec, ShapeSpec
 from ...infer.spec_parser import parse_spec, spec_labels
-from ..leaves import ndarray
+from ..leaves import filled
 from ..node import Tensor
 
 
@@ -41,5 +42,4 @@ def window_operand(spec: str, window: Mapping[str, int], fill: float
     row = RowSpec((), None, tuple(Label(n) for n in window))
     extra = ShapeSpec(None, None, row)
     joined = EinsumSpec((*parsed.operands, extra), parsed.result, parsed.text)
-    const = ndarray(np.full(tuple(window.values()), fill), label="window")
-    return joined, const
+    return joined, filled(tuple(window.values()), fill, label="window")
