@@ -74,28 +74,56 @@ class Projections:
 
     def lhs_injective(self) -> bool:
         """Distinct product points write distinct LHS cells: every iterator appears in the
-        LHS map (an iterator repeated across axes, as in a diagonal write, is fine); an axis
-        combining several iterators (o + k) is conservatively not injective."""
+        LHS map and each axis's index takes distinct values over its iterators (one
+        iterator, or several as mixed-radix digits: ``2*o + k`` with k < 2, a pooling
+        window that tiles; ``o + k`` overlaps, not injective). An iterator repeated across
+        axes, as in a diagonal write, is fine."""
+        extents = dict(self.product)
         seen: set[Symbol] = set()
         for ix in self.lhs:
-            if not isinstance(ix, IndexExpr) or len(ix.terms) > 1:
+            if not isinstance(ix, IndexExpr) or not _digits(ix, extents):
                 return False
             seen.update(s for _, s in ix.terms)
         return all(s in seen for s, _ in self.product)
 
     def lhs_surjective(self) -> bool:
+        """Every LHS cell is written: each axis of size > 1 runs over all its cells, by one
+        iterator of its size or by iterators as the digits of a mixed radix (``2*o + k``,
+        k < 2, o < d / 2), no iterator in two axes."""
         extents = dict(self.product)
         seen: set[Symbol] = set()
         for ix, d in zip(self.lhs, self.lhs_dims, strict=True):
             if d <= 1:
                 continue
-            if not isinstance(ix, IndexExpr) or len(ix.terms) != 1 or ix.offset != 0:
+            if not isinstance(ix, IndexExpr) or ix.offset != 0:
                 return False
-            c, s = ix.terms[0]
-            if c != 1 or s in seen or extents.get(s) != d:
+            if any(s not in extents for _, s in ix.terms):
+                return False  # a static argument moves the written range
+            step = 1
+            for c, s in sorted(((c, s) for c, s in ix.terms if extents[s] > 1),
+                               key=lambda t: t[0]):
+                if c != step or s in seen:
+                    return False
+                seen.add(s)
+                step *= extents[s]
+            if step != d:
                 return False
-            seen.add(s)
         return True
+
+
+def _digits(ix: IndexExpr, extents: dict[Symbol, int]) -> bool:
+    """Whether ``sum c * s`` takes distinct values over the iterators' ranges (symbols not
+    in `extents` are constant): mixed radix, each coefficient beyond what the smaller
+    ones reach."""
+    syms = [s for _, s in ix.terms]
+    if len(set(syms)) != len(syms):
+        return False
+    reach = 0
+    for c, e in sorted((abs(c), extents.get(s, 1)) for c, s in ix.terms):
+        if e > 1 and c <= reach:
+            return False
+        reach += c * (e - 1)
+    return True
 
 
 @record

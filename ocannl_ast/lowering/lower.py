@@ -253,9 +253,7 @@ def _lower_accum_body(a: Accum, buffers: _Buffers) -> Stmt:
     used = {s for ix in p.lhs if isinstance(ix, IndexExpr) for _, s in ix.terms}
     outer = [(s, n) for s, n in p.product if s in used]
     inner = [(s, n) for s, n in p.product if s not in used]
-    # `p.lhs_injective()`: every LHS axis one iterator at most, and none of them reduced
-    injective = not inner and all(isinstance(ix, IndexExpr) and len(ix.terms) <= 1
-                                  for ix in p.lhs)
+    injective = not inner and p.lhs_injective()  # (no reduced iterator: `inner` empty)
     surjective = p.lhs_surjective()
     stmts: list[Stmt] = []
     if a.accum == BinOp.ARG2:
