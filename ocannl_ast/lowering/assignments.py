@@ -78,10 +78,10 @@ class Projections:
         iterator, or several as mixed-radix digits: ``2*o + k`` with k < 2, a pooling
         window that tiles; ``o + k`` overlaps, not injective). An iterator repeated across
         axes, as in a diagonal write, is fine."""
-        extents = dict(self.product)
         seen: set[Symbol] = set()
         for ix in self.lhs:
-            if not isinstance(ix, IndexExpr) or not _digits(ix, extents):
+            if not isinstance(ix, IndexExpr) or (
+                    len(ix.terms) > 1 and not _digits(ix, dict(self.product))):
                 return False
             seen.update(s for _, s in ix.terms)
         return all(s in seen for s, _ in self.product)
@@ -97,6 +97,12 @@ class Projections:
                 continue
             if not isinstance(ix, IndexExpr) or ix.offset != 0:
                 return False
+            if len(ix.terms) == 1:  # (the common case, first)
+                c, s = ix.terms[0]
+                if c != 1 or s in seen or extents.get(s) != d:
+                    return False
+                seen.add(s)
+                continue
             if any(s not in extents for _, s in ix.terms):
                 return False  # a static argument moves the written range
             step = 1
