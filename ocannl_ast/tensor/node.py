@@ -217,8 +217,11 @@ class Tensor:
 
     @property
     def backprop(self) -> Code:
-        """Zero the grads, seed this tensor's grad with 1, run every grad_asn in reverse
-        creation order (a valid reverse topological order)."""
+        """Zero the grads, seed this tensor's grad with 1, run the grad_asn of every tensor a
+        gradient reaches (this one, then the differentiable operands of each reached one
+        with a grad_asn) in reverse creation order (a reverse topological order). A tensor
+        read only through `stop_gradient` keeps a zero grad and its grad_asn is not run: it
+        would add zero times its local derivative (NaN where that is infinite)."""
         if not self.diff:
             raise ArgumentError(f"tensor '{self.label}' is not differentiable: nothing to "
                                 "backpropagate", user_span())
@@ -226,7 +229,12 @@ class Tensor:
         zero = Code(tuple(FetchItem(NodeRef(t, NodeKind.GRAD), A.ConstantFill(0.0))
                           for t in diff if t is not self))
         seed = Code((FetchItem(NodeRef(self, NodeKind.GRAD), A.ConstantFill(1.0)),))
-        grads = concat(t.grad_code() for t in reversed(diff))
+        live, reached = {self.id}, []
+        for t in reversed(diff):  # consumers before their operands
+            if t.id in live and t.grad_asn is not None and t.op is not None:
+                live.update(o.id for o in t.op.operands if o.diff)
+                reached.append(t)
+        grads = concat(t.grad_code() for t in reached)
         return zero + seed + grads
 
     def params(self) -> list[Tensor]:

@@ -343,6 +343,30 @@ def test_stop_gradient_one_path_of_two() -> None:
     check_grads(build, [a], np_fn=lambda x: x * x, expected_grads=[W * a], fd=False)
 
 
+def test_stop_gradient_of_an_infinite_derivative_gives_no_nan() -> None:
+    # d/dx [stop(sqrt(x)) * x] = sqrt(x): 0 at x = 0. sqrt's own derivative there is
+    # infinite; no gradient reaches sqrt (only stop_gradient reads it), so none of it may
+    # leak into x's as 0 * inf = NaN
+    x = oc.param("x", output_dims=[3])
+    loss = oc.einsum("o=>", oc.stop_gradient(oc.sqrt(x)) * x)
+    ctx = oc.Context()
+    step = ctx.compile([oc.grad_update(loss)])
+    ctx.set(x, np.array([0.0, 1.0, 4.0], np.float32))
+    step()
+    np.testing.assert_array_equal(ctx.get(x.grad), [0.0, 1.0, 2.0])
+
+
+def test_no_gradient_code_behind_stop_gradient() -> None:
+    # a stable softmax's row max is behind stop_gradient: its gradient (the ties it would
+    # share a gradient among) is never computed
+    x = oc.param("x", output_dims=[2, 5])
+    loss = oc.einsum("a,o=>", oc.nn.softmax(x) * oc.ndarray(rnd(2, 5)))
+    c = oc.render([oc.grad_update(loss)], backend="c")
+    nests = c[c.index("int routine_f0("):]  # (after the helpers' definitions)
+    assert "ocannl_max_f(" in nests  # the max
+    assert " == " not in nests  # no tie count of it
+
+
 # ---- transpose -----------------------------------------------------------------------------
 
 def test_transpose() -> None:
