@@ -35,13 +35,18 @@ def adam_one(p, learning_rate, beta1, beta2, eps, weight_decay):
     """One parameter's AdamW step (decoupled weight decay, bias-corrected moments)."""
     {adam_c1}[...] = beta1 * adam_c1 + (1.0 - beta1)
     {adam_c2}[...] = beta2 * adam_c2 + (1.0 - beta2)
+    # torch.optim.AdamW's arithmetic: per cell one square root and two divisions; the
+    # corrections' sqrt(c2) and lr / c1 once, before the cells' updates (which then form
+    # one nest)
+    {adam_rc2}[...] = sqrt(adam_c2)
+    {adam_lr}[...] = learning_rate / adam_c1
     {adam_m}[...] = beta1 * adam_m + (1.0 - beta1) * p.grad
     {adam_v}[...] = beta2 * adam_v + (1.0 - beta2) * (p.grad * p.grad)
     if weight_decay != 0.0:
         p -= (learning_rate * weight_decay) * p
-    {adam_den}[...] = sqrt(adam_v / adam_c2)
+    {adam_den}[...] = sqrt(adam_v) / adam_rc2
     adam_den += eps
-    p -= learning_rate * ((adam_m / adam_c1) / adam_den)
+    p -= adam_lr * (adam_m / adam_den)
 
 
 def adam_update(loss: Tensor, *, learning_rate: Any = 1e-3,
@@ -49,7 +54,8 @@ def adam_update(loss: Tensor, *, learning_rate: Any = 1e-3,
                 weight_decay: float = 0.0, max_grad_norm: float | None = None) -> Code:
     """AdamW updates of every parameter of the loss (run after `grad_update(loss)`):
     ``p -= lr * wd * p; m = b1*m + (1-b1)*g; v = b2*v + (1-b2)*g*g;
-    p -= lr * (m / (1 - b1**t)) / (sqrt(v / (1 - b2**t)) + eps)``.
+    p -= (lr / (1 - b1**t)) * (m / (sqrt(v) / sqrt(1 - b2**t) + eps))``
+    (torch.optim.AdamW's order of operations).
 
     `learning_rate` may be a tensor, e.g. a schedule (`oc.lr_cosine`): it is computed in
     the routine before the updates; every step counter it or the loss reads
