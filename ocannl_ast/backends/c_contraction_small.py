@@ -231,9 +231,24 @@ static int ocannl_mm_small_SFX(const ocannl_mm_shape_SFX* s, const OCK_T* a, con
   OCK_T* bp = on_stack ? local : ocannl_mm_alloc_SFX(s->k * npp);
   if (!bp) return 1;
   const OCK_T* bsrc = direct ? b + s->bn[0] : bp;
-  if (!direct)
+  if (!direct && !s->b2 && s->bn_unit) {
+    /* contiguous rows: packed row by row, each row of B read in order (panel by panel
+       read one 64-byte piece of every row per panel: in a training step, where B is rarely
+       in cache, that waited on memory for each row) */
+    const int64_t whole = s->n / nr * nr;
+    for (int64_t k = 0; k < s->k; ++k) {
+      const OCK_T* restrict row = b + s->bk[k] + s->bn[0];
+      OCK_T* restrict d = bp + k * nr;
+      for (int64_t j0 = 0; j0 < whole; j0 += nr) ocannl_mm_copy_nr_SFX(d + j0 / nr * ldp, row + j0);
+      if (whole < s->n) {
+        OCK_T* restrict e = d + whole / nr * ldp;
+        for (int64_t q = 0; q < nr; ++q) e[q] = whole + q < s->n ? row[whole + q] : 0;
+      }
+    }
+  } else if (!direct) {
     for (int64_t j0 = 0; j0 < s->n; j0 += nr)
       ocannl_mm_panel_b_SFX(s, b, bp + j0 / nr * ldp, j0, s->n - j0 < nr ? s->n - j0 : nr);
+  }
   for (int64_t p0 = 0; p0 < s->k; p0 += OCK_KC) {
     ocannl_mm_shape_SFX sk = *s;
     sk.k = s->k - p0 < OCK_KC ? s->k - p0 : OCK_KC;
