@@ -105,15 +105,17 @@ class CRoutine(BoundRoutine):
         try:
             if arrays is not self.bound and not self._same_as_bound(arrays):
                 self._bind(arrays)
-            st = self._statics
+            fn_v = self._fn_v
             try:
-                if n == 1:
-                    st[0] = static_args[0]
-                elif n:
-                    st[0:n] = static_args
+                if fn_v is not None:  # one static, passed by value (cffi checks it first)
+                    code = fn_v(self._table, static_args[0])
+                else:
+                    st = self._statics
+                    if n:
+                        st[0:n] = static_args
+                    code = self._fn(self._table, st)
             except (TypeError, OverflowError):
                 raise self._bad_statics(static_args) from None
-            code = self._fn(self._table, st)
         finally:
             release()
         if code != 0:
