@@ -4,12 +4,13 @@ tiling of reductions off (``OCANNL_AST_CUDA_TILE=0``), ratios measured in one ru
 moons step and the transformer LM step (benchmarks/transformer_model.py) with CUDA graph
 replay against direct launches (``OCANNL_AST_CUDA_GRAPHS=0`` when compiled), the transformer
 also against PyTorch CUDA eager; and the cold NVRTC compile of the transformer step as one
-program and as several compiled at once (`--nvrtc`: only that, which needs no GPU).
+program and as several compiled at once (`--nvrtc`: only that, which needs no GPU);
+`--medium`: only the transformer step of the larger model (`transformer_model.MEDIUM`).
 
 Without a GPU (or cuda-python) the CUDA figures are reported as skipped with the reason and
 only the C backend's times are measured. Times include a stream synchronization per call.
 
-Run: `.venv/bin/python benchmarks/bench_cuda.py [--quick] [--nvrtc | --transformer]` (or
+Run: `.venv/bin/python benchmarks/bench_cuda.py [--quick] [--nvrtc | --transformer | --medium]` (or
 benchmarks/run_all.py); ``OCANNL_AST_NVRTC_FLAGS`` applies to the routines it compiles.
 """
 
@@ -125,12 +126,12 @@ def torch_matmul(n: int) -> Callable[[int], None] | None:
     return lambda i: (a @ b, torch.cuda.synchronize())[0]
 
 
-def transformer_fns(quick: bool) -> dict[str, Callable[[int], None]]:
+def transformer_fns(quick: bool, medium: bool = False) -> dict[str, Callable[[int], None]]:
     """The transformer LM step on CUDA with graphs, without, and in PyTorch CUDA eager (when
     installed), from the same weights; their first losses checked against each other."""
     import transformer_model as tm
 
-    cfg = tm.QUICK if quick else tm.Config()
+    cfg = tm.QUICK if quick else tm.MEDIUM if medium else tm.Config()
     ids, tgt = tm.data(cfg)
     fns: dict[str, Callable[[int], None]] = {}
     losses: dict[str, float] = {}
@@ -249,13 +250,13 @@ def _rows(group: str, fns: dict[str, Callable[[int], None]], rounds: int) -> lis
     return rows
 
 
-def transformer_rows(quick: bool) -> list[Row]:
+def transformer_rows(quick: bool, medium: bool = False) -> list[Row]:
     missing = cuda_missing()
-    group = "cuda transformer step"
+    group = "cuda transformer step" + (" (medium: d 256, context 128)" if medium else "")
     if missing is not None:
         return [Row(group, "cuda step", f"skipped: {missing}")]
     flags = os.environ.get("OCANNL_AST_NVRTC_FLAGS", "")
-    return _rows(group + (f" ({flags})" if flags else ""), transformer_fns(quick),
+    return _rows(group + (f" ({flags})" if flags else ""), transformer_fns(quick, medium),
                  3 if quick else 7)
 
 
@@ -309,9 +310,12 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--nvrtc", action="store_true", help="only the NVRTC compile times")
     ap.add_argument("--transformer", action="store_true", help="only the transformer step")
+    ap.add_argument("--medium", action="store_true",
+                    help="only the transformer step, the larger model (transformer_model.MEDIUM)")
     args = ap.parse_args()
     rows = (nvrtc_rows(args.quick) if args.nvrtc else transformer_rows(args.quick)
-            if args.transformer else run(args.quick))
+            if args.transformer else transformer_rows(False, True) if args.medium
+            else run(args.quick))
     print_table(rows)
 
 

@@ -38,6 +38,9 @@ class Config:
 
 QUICK = Config(vocab=11, d_model=8, heads=2, blocks=1, hidden=16, context=4, batch=2,
                n_batches=2)
+#: A larger model for the informational rows (`--medium`): per-op overheads matter less
+#: here and the matrix products more (about 20 GFLOP a step).
+MEDIUM = Config(d_model=256, heads=8, blocks=2, hidden=1024, context=128, batch=16)
 
 
 @oc.op
