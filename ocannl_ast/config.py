@@ -99,6 +99,12 @@ def cuda_tile() -> str:
     return (_raw("CUDA_TILE") or "1").strip().lower()
 
 
+def cuda_gemm() -> str:
+    """``OCANNL_AST_CUDA_GEMM``: CUDA contractions through shared-memory tiles, ``0``,
+    ``1`` (default) or ``all`` (validated by `backends.cuda_gemm.mode`)."""
+    return (_raw("CUDA_GEMM") or "1").strip().lower()
+
+
 def cuda_graphs() -> bool:
     """``OCANNL_AST_CUDA_GRAPHS``: a CUDA routine replays its kernel launches as a captured
     CUDA graph (on unless "0": then each call launches every kernel from Python)."""

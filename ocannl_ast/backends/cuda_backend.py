@@ -7,7 +7,8 @@ run in order, one kernel each: a loop nest maps its outer independent loops (eac
 different cell per iteration and reads written cells only at the cell it writes) to one
 grid-stride loop over their flattened iteration space, and runs the rest (reductions
 included) inside each thread (a large reduction: a register tile of cells a thread,
-`cuda_tile`); a fill runs one thread per cell; anything else (scalar
+`cuda_tile`; a large contraction of two factors: tiles of cells a block, through shared
+memory, `cuda_gemm`); a fill runs one thread per cell; anything else (scalar
 statements, blocks with locals) runs in one thread, consecutive ones in one kernel. Checks
 of static arguments run on the host before any launch.
 """
@@ -18,7 +19,7 @@ import itertools
 import math
 from dataclasses import dataclass
 
-from ocannl_ast.backends import cuda_tile
+from ocannl_ast.backends import cuda_gemm, cuda_tile
 from ocannl_ast.backends.c_renderer import CRenderer
 from ocannl_ast.backends.c_syntax import c_ident
 from ocannl_ast.backends.cuda_syntax import CUDA, THREAD, CudaSyntax
@@ -218,6 +219,11 @@ class _KernelWriter:
         """`unit`'s independent outer `loops` as one grid-stride loop around `inner`."""
         if math.prod(n for _, n in loops) == 0:  # a zero-size axis: the nest runs nothing
             return  # (and a grid of 0 is invalid)
+        gemm = cuda_gemm.plan(unit, loops, frozenset(self.prog.static_args), self.r)
+        if gemm is not None:
+            threads, body = cuda_gemm.render(gemm, self.r)
+            self.emit([unit], threads, body)
+            return
         tile = cuda_tile.plan(loops, inner)
         extents = tile.extents(loops) if tile is not None else [n for _, n in loops]
         total = math.prod(extents)

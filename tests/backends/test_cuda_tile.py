@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import ocannl_ast as oc
-from ocannl_ast.backends import cuda_tile
+from ocannl_ast.backends import cuda_gemm, cuda_tile
 from ocannl_ast.backends.cuda_backend import plan_cuda
 from ocannl_ast.lowering.loop_ir import (
     Binary,
@@ -36,6 +36,13 @@ from ocannl_ast.lowering.loop_ir import (
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import transformer_model as tm
+
+
+@pytest.fixture(autouse=True)
+def _no_shared_memory_tiles(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The register tiles alone: contractions through shared memory (`cuda_gemm`) off."""
+    monkeypatch.setenv(cuda_gemm.ENV, "0")
+
 
 SHAPES = [(1, 1, 1), (5, 7, 3), (33, 65, 17), (4, 40, 9), (64, 8, 128)]  # (m, k, n)
 
