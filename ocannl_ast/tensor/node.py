@@ -176,9 +176,10 @@ class Tensor:
 
     @property
     def forward(self) -> Code:
-        """This tensor's forward code, with each not-yet-consumed child embedded once, in
-        creation order (a topological order: operands are created before consumers)."""
-        return forward_code(self._fwd)
+        """Compute this tensor and every computed tensor it depends on, each once, in
+        creation order, also those another consumer embedded first (OCANNL embeds a child
+        in its first consumer only): no routine reads a value another one left behind."""
+        return self.forward_all()
 
     def embed(self) -> dict[int, Tensor]:
         """Tensors whose code a consumer embeds: all of them the first time, then none."""
