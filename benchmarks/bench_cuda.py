@@ -1,6 +1,7 @@
 """GPU mode: the moons training step and float32 matmul (n = 1024, 4096) on the CUDA backend
-against the C backend and PyTorch CUDA (when installed), and the matmul with the register
-tiling of reductions off (``OCANNL_AST_CUDA_TILE=0``), ratios measured in one run; the
+against the C backend and PyTorch CUDA (when installed), and the matmul without shared-memory
+tiles (``OCANNL_AST_CUDA_GEMM=0``), also without the register tiling of reductions
+(``OCANNL_AST_CUDA_TILE=0``), ratios measured in one run; the
 moons step and the transformer LM step (benchmarks/transformer_model.py) with CUDA graph
 replay against direct launches (``OCANNL_AST_CUDA_GRAPHS=0`` when compiled), the transformer
 also against PyTorch CUDA eager; and the cold NVRTC compile of the transformer step as one
@@ -85,17 +86,20 @@ def graphs(on: bool) -> Iterator[None]:
 
 
 @contextmanager
-def tiling(mode: str) -> Iterator[None]:
-    """Routines compiled inside use ``OCANNL_AST_CUDA_TILE=mode`` (`cuda_tile`)."""
-    saved = os.environ.get("OCANNL_AST_CUDA_TILE")
-    os.environ["OCANNL_AST_CUDA_TILE"] = mode
+def tiling(mode: str, gemm: str = "0") -> Iterator[None]:
+    """Routines compiled inside use ``OCANNL_AST_CUDA_TILE=mode`` (`cuda_tile`) and
+    ``OCANNL_AST_CUDA_GEMM=gemm`` (`cuda_gemm`: contractions through shared memory)."""
+    names = {"OCANNL_AST_CUDA_TILE": mode, "OCANNL_AST_CUDA_GEMM": gemm}
+    saved = {k: os.environ.get(k) for k in names}
+    os.environ.update(names)
     try:
         yield
     finally:
-        if saved is None:
-            del os.environ["OCANNL_AST_CUDA_TILE"]
-        else:
-            os.environ["OCANNL_AST_CUDA_TILE"] = saved
+        for k, v in saved.items():
+            if v is None:
+                del os.environ[k]
+            else:
+                os.environ[k] = v
 
 
 def moons_fn(backend: str, batch: int, use_graphs: bool = True) -> Callable[[int], None]:
@@ -235,9 +239,12 @@ def _rows(group: str, fns: dict[str, Callable[[int], None]], rounds: int) -> lis
     if "cuda" in times and "c" in times:
         rows.append(ratio_row(group, "speed-up of cuda over c",
                               times["c"].median / times["cuda"].median))
-    if "cuda" in times and "cuda untiled" in times:
+    if "cuda register tiles" in times and "cuda untiled" in times:
         rows.append(ratio_row(group, "speed-up of register tiling (OCANNL_AST_CUDA_TILE)",
-                              times["cuda untiled"].median / times["cuda"].median))
+                              times["cuda untiled"].median / times["cuda register tiles"].median))
+        rows.append(ratio_row(group, "speed-up of shared-memory tiles (OCANNL_AST_CUDA_GEMM) "
+                                     "over register tiles",
+                              times["cuda register tiles"].median / times["cuda"].median))
     if "cuda" in times and "torch cuda" in times:
         rows.append(ratio_row(group, "cuda time / torch cuda time",
                               times["cuda"].median / times["torch cuda"].median))
@@ -281,6 +288,8 @@ def run(quick: bool) -> list[Row]:
         fns = {"c": matmul_fn("c", n)} if n <= C_MAX else {}
         if missing is None:
             fns["cuda"] = matmul_fn("cuda", n)
+            with tiling("1"):
+                fns["cuda register tiles"] = matmul_fn("cuda", n)
             with tiling("0"):
                 fns["cuda untiled"] = matmul_fn("cuda", n)
             tm = torch_matmul(n)
