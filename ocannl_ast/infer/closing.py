@@ -135,6 +135,8 @@ def _close_step(s: SolverState, rows: RowOccs, dims: DimOccs) -> bool:
             s.bind_row(RowVar(v), Row.closed(fresh), o)
         return True
     dim_lubs = {v: d for v in leaf_dims if (d := bounds.lub_dim(v)) is not None}
+    for v in sorted(dim_lubs):
+        _check_param_broadcast(bounds, dims, v)
     if dim_lubs:
         for v, d in sorted(dim_lubs.items()):
             s.bind_dim(DimVar(v), d, o)
@@ -230,6 +232,20 @@ def _unit_excluded(s: SolverState, bounds: Bounds, o: Origin) -> bool:
                 s.bind_dim(cur, DimVar(w), o)
                 return True
     return False
+
+
+def _check_param_broadcast(bounds: Bounds, dims: DimOccs, v: int) -> None:
+    """A parameter's dim that uses of different sizes bound (a layer applied to inputs of 3
+    and of 8 features) is a ShapeError. The broadcast order (seed 002) would close it to 1,
+    the one size under both, and the layer would silently sum its inputs' features with
+    one shared weight; a parameter is never meant to broadcast between its uses."""
+    sizes = bounds.conflicting_sizes(v)
+    params = [sh for sh in dims[v] if sh.is_param] if sizes else []
+    if params:
+        raise ShapeError(f"parameter '{params[0].label}': one of its dimensions is used with "
+                         f"sizes {' and '.join(map(str, sizes))} (a layer applied to inputs of "
+                         "different sizes?); use one layer per input size, or pass the "
+                         "parameter's dims", getattr(params[0], "span", None))
 
 
 def _check_params(dims: DimOccs, undetermined: list[int]) -> None:

@@ -128,13 +128,22 @@ class Bounds:
         d = self.lub_dim(v)
         return None if d is None else d.size
 
-    def lub_dim(self, v: int) -> Dim | None:
-        """`dim_lub` as a dim with the basis the bounds agree on (seeds 000/001: a ground
-        dimension is a size and a basis; closing must not drop a known basis)."""
+    def _found(self, v: int) -> set[Dim]:
         found: set[Dim] = set()
         for w in self.above([v]):
             found.update(c for c in self.dims_above.get(w, ()) if isinstance(c, Dim)
                          and c.size > 1)
+        return found
+
+    def conflicting_sizes(self, v: int) -> list[int]:
+        """The sizes above 1 that bound `v` from above, when they disagree (else [])."""
+        sizes = sorted({d.size for d in self._found(v)})
+        return sizes if len(sizes) > 1 else []
+
+    def lub_dim(self, v: int) -> Dim | None:
+        """`dim_lub` as a dim with the basis the bounds agree on (seeds 000/001: a ground
+        dimension is a size and a basis; closing must not drop a known basis)."""
+        found = self._found(v)
         sizes = {d.size for d in found}
         if not sizes:
             return None
