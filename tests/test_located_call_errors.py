@@ -48,6 +48,13 @@ def test_static_argument_out_of_range_is_located(value: int) -> None:
     _located(oc.RuntimeDataError, lambda: step2(batch=value), "must lie in [0, 4)")
 
 
+def test_a_misspelled_static_argument_is_named_with_a_suggestion() -> None:
+    step = oc.Context().compile(_slice.forward)
+    _located(oc.ArgumentError, lambda: step(bacth=1), "needs static argument 'batch'",
+             "unknown keyword argument(s) ['bacth']", "did you mean batch=1?")
+    _located(oc.ArgumentError, lambda: step(rows=1), "unknown keyword argument(s) ['rows']")
+
+
 def test_eval_precision_conflicting_with_the_context_is_located() -> None:
     ctx = oc.Context()  # float32
     t = oc.ndarray([1.0, 2.0]) * 2.0

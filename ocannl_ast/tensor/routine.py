@@ -5,6 +5,7 @@ Code and the context (`Host`). Output: a callable running the compiled code."""
 
 from __future__ import annotations
 
+import difflib
 import functools
 import keyword
 import linecache
@@ -141,8 +142,13 @@ class Routine:
         vals = list(args)
         for s in self.prog.static_args[len(vals):]:
             if s.name not in kwargs:
+                names = [x.name for x in self.prog.static_args]
+                odd = sorted(k for k in kwargs if k not in names)
+                near = difflib.get_close_matches(odd[0], [s.name], n=1) if odd else []
                 validate.fail(ArgumentError, f"routine {self.prog.name} needs static argument "
-                                             f"'{s.name}'")
+                              f"'{s.name}'" + (f", got unknown keyword argument(s) {odd}"
+                                               if odd else "")
+                              + (f" (did you mean {s.name}={kwargs[odd[0]]!r}?)" if near else ""))
             vals.append(kwargs.pop(s.name))
         if kwargs or len(vals) != len(self.prog.static_args):
             validate.fail(ArgumentError, f"routine {self.prog.name} takes static arguments "

@@ -102,16 +102,18 @@ def check_tensors(fn: str, param: str, xs: Any) -> list[Any]:
     return list(xs)
 
 
-def check_number(fn: str, param: str, x: Any) -> None:
-    """A real Python/NumPy number (not None, complex, str, an array)."""
+def check_number(fn: str, param: str, x: Any,
+                 cls: type[OcannlError] = RuntimeDataError) -> None:
+    """A real Python/NumPy number (not None, complex, str, an array); else `cls` (a
+    tensor's value: RuntimeDataError; a hyperparameter: ArgumentError)."""
     if not is_real(x):
-        fail(RuntimeDataError, f"{fn}: {param} must be a real number, got {describe(x)}")
+        fail(cls, f"{fn}: {param} must be a real number, got {describe(x)}")
 
 
 def check_nonnegative(fn: str, param: str, x: Any) -> None:
     """A finite real number >= 0 (a learning rate, a momentum, an eps, a weight decay):
     NaN or an infinity would make every weight NaN at the first step."""
-    check_number(fn, param, x)
+    check_number(fn, param, x, ArgumentError)
     if not math.isfinite(x) or x < 0:
         fail(ArgumentError, f"{fn}: {param} must be a finite number >= 0, got {x}")
 
