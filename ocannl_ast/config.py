@@ -105,6 +105,12 @@ def cuda_gemm() -> str:
     return (_raw("CUDA_GEMM") or "1").strip().lower()
 
 
+def cuda_reduce() -> str:
+    """``OCANNL_AST_CUDA_REDUCE``: long CUDA reductions into few cells shared by a block,
+    ``0``, ``1`` (default) or ``all`` (validated by `backends.cuda_reduce.mode`)."""
+    return (_raw("CUDA_REDUCE") or "1").strip().lower()
+
+
 def cuda_graphs() -> bool:
     """``OCANNL_AST_CUDA_GRAPHS``: a CUDA routine replays its kernel launches as a captured
     CUDA graph (on unless "0": then each call launches every kernel from Python)."""

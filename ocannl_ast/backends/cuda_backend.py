@@ -8,7 +8,8 @@ different cell per iteration and reads written cells only at the cell it writes)
 grid-stride loop over their flattened iteration space, and runs the rest (reductions
 included) inside each thread (a large reduction: a register tile of cells a thread,
 `cuda_tile`; a large contraction of two factors: tiles of cells a block, through shared
-memory, `cuda_gemm`); a fill runs one thread per cell; anything else (scalar
+memory, `cuda_gemm`; a long reduction into few cells: a block a few cells, `cuda_reduce`);
+a fill runs one thread per cell; anything else (scalar
 statements, blocks with locals) runs in one thread, consecutive ones in one kernel. Checks
 of static arguments run on the host before any launch.
 """
@@ -19,7 +20,7 @@ import itertools
 import math
 from dataclasses import dataclass
 
-from ocannl_ast.backends import cuda_gemm, cuda_tile
+from ocannl_ast.backends import cuda_gemm, cuda_reduce, cuda_tile
 from ocannl_ast.backends.c_renderer import CRenderer
 from ocannl_ast.backends.c_syntax import c_ident
 from ocannl_ast.backends.cuda_syntax import CUDA, THREAD, CudaSyntax
@@ -222,6 +223,11 @@ class _KernelWriter:
         gemm = cuda_gemm.plan(unit, loops, frozenset(self.prog.static_args), self.r)
         if gemm is not None:
             threads, body = cuda_gemm.render(gemm, self.r)
+            self.emit([unit], threads, body)
+            return
+        red = cuda_reduce.plan(unit, loops)
+        if red is not None:
+            threads, body = cuda_reduce.render(red, self.r)
             self.emit([unit], threads, body)
             return
         tile = cuda_tile.plan(loops, inner)
