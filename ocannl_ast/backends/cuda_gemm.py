@@ -3,7 +3,8 @@
 coalesced loads, each thread a 4 x 4 register tile of cells.
 
 Stage: a hook of `cuda_backend`'s kernels. Input: a top-level loop nest of the loop IR that
-is a sum of products of two float32 reads into a local (`nests.match_reduction`), its
+is a sum of products of two or three float32 reads into a local (`nests.match_reduction`;
+a third factor must not vary along one of the two sides: it is staged beside the other), its
 independent outer loops, and the symbols bound around it (the static arguments). Output:
 the kernel's body lines and its thread count, or None to leave the nest to the grid-stride
 kernel (`cuda_tile`).
@@ -13,7 +14,8 @@ the output's contiguous axis goes here, so that neighbouring threads store neigh
 cells), K (the reduction loops) and batch (the other outer loops); each group is flattened
 in the nest's loop order. Every cell keeps its own accumulator, starts it as the nest does
 (from +0 or from the cell), adds its products in the nest's K order with the same
-operations (``acc = acc + x * y``; NVRTC runs without contraction into FMA) and stores as
+operations in the same association (``acc = acc + (x * y) * z``; NVRTC runs without
+contraction into FMA) and stores as
 the nest does (``c = acc`` or ``c = c + acc``): the bits are those of the grid-stride kernel.
 A K slice past the end runs only its real terms; cells past M or N compute from zeros and
 store nothing.
@@ -29,11 +31,11 @@ from collections.abc import Container
 from dataclasses import dataclass
 
 from ocannl_ast import config
-from ocannl_ast.backends.c_contraction_match import Access, match
+from ocannl_ast.backends.c_contraction_match import Access, Contraction, match
 from ocannl_ast.backends.c_renderer import CRenderer
 from ocannl_ast.errors import BackendError
 from ocannl_ast.lowering import nests
-from ocannl_ast.lowering.loop_ir import Binary, BinOp, Const, Get, GetLocal, Stmt, Symbol
+from ocannl_ast.lowering.loop_ir import Binary, BinOp, Const, Expr, Get, GetLocal, Stmt, Symbol
 from ocannl_ast.lowering.walk import Loop
 
 ENV = "OCANNL_AST_CUDA_GEMM"
@@ -66,6 +68,11 @@ class Gemm:
     k: tuple[Loop, ...]
     from_cell: bool  #: the accumulator starts as the cell (else +0)
     add: bool  #: the store adds the accumulator to the cell
+    #: the summed product as the nest writes it, each read replaced by its factor's role
+    #: ("x", "y" or "z"): the same association, so the same roundings
+    product: str = "(ocannl_xv[{i}] * ocannl_yv[{j}])"
+    z: Access | None = None  #: a third factor, staged beside x ("x") or y ("y")
+    z_side: str = ""
 
     def sizes(self) -> tuple[int, int, int, int]:
         return tuple(math.prod(e for _, e in g)  # type: ignore[return-value]
@@ -88,7 +95,7 @@ def plan(unit: Stmt, loops: list[Loop], bound: Container[Symbol], r: CRenderer
         return None
     red = nests.match_reduction(unit)
     c = match(unit, bound) if red is not None else None  # type: ignore[arg-type]
-    if red is None or c is None or len(c.factors) != 2:
+    if red is None or c is None or len(c.factors) not in (2, 3):
         return None
     if [s for s, _ in red.outer] != [s for s, _ in loops] or \
             [s for s, _ in red.reduce] != [s for s, _ in c.reduce]:
@@ -114,19 +121,72 @@ def plan(unit: Stmt, loops: list[Loop], bound: Container[Symbol], r: CRenderer
         return None
     if any(r.buffer_type(a.buffer) != "float" for a in (c.out, *c.factors)):
         return None
-    x, y = c.factors
-    m = tuple(lp for lp in loops if x.coeff(lp[0]) != 0 and y.coeff(lp[0]) == 0)
-    n = tuple(lp for lp in loops if y.coeff(lp[0]) != 0 and x.coeff(lp[0]) == 0)
-    batch = tuple(lp for lp in loops if lp not in m and lp not in n)
-    if any(c.out.coeff(s) == 0 for s, _ in (*m, *n)):
-        return None  # (a product over a loop the output does not index: not a matmul)
-    if _unit_stride(c.out, m) and not _unit_stride(c.out, n):
-        x, y, m, n = y, x, n, m  # the output's contiguous axis along N
-    g = Gemm(c.out, x, y, batch, m, n, tuple(c.reduce), from_cell, add)
+    step = red.step
+    if not (isinstance(step, Binary) and step.op is BinOp.ADD):
+        return None
+    term = step.rhs if step.lhs == GetLocal(red.acc) else step.lhs
+    leaves = _leaves(term)
+    if leaves is None or len(leaves) != len(c.factors):
+        return None
+    g = _roles(c, loops, term, from_cell, add)
+    if g is None:
+        return None
     _, sm, sn, sk = g.sizes()
     if how == "1" and (min(sm, sn, sk) < MIN_SIDE or g.sizes()[0] * sm * sn * sk < MIN_WORK):
         return None
     return g if sm and sn and sk and g.sizes()[0] else None
+
+
+def _leaves(e: Expr) -> list[Get] | None:
+    """The reads of a product of reads, left to right (`match`'s order of factors)."""
+    if isinstance(e, Get):
+        return [e]
+    if isinstance(e, Binary) and e.op is BinOp.MUL:
+        left, right = _leaves(e.lhs), _leaves(e.rhs)
+        return None if left is None or right is None else left + right
+    return None
+
+
+def _roles(c: Contraction, loops: list[Loop], term: Expr, from_cell: bool, add: bool
+           ) -> Gemm | None:
+    """M, N, K and batch of `c` and each factor's role: the first two that split the output
+    loops (a third only on one side of them), the output's contiguous axis along N."""
+    f = c.factors
+    for iz in ([None] if len(f) == 2 else [2, 1, 0]):
+        ix, iy = [i for i in range(len(f)) if i != iz]
+        x, y = f[ix], f[iy]
+        m = tuple(lp for lp in loops if x.coeff(lp[0]) != 0 and y.coeff(lp[0]) == 0)
+        n = tuple(lp for lp in loops if y.coeff(lp[0]) != 0 and x.coeff(lp[0]) == 0)
+        batch = tuple(lp for lp in loops if lp not in m and lp not in n)
+        if any(c.out.coeff(s) == 0 for s, _ in (*m, *n)):
+            continue  # (a product over a loop the output does not index: not a matmul)
+        z, side = None, ""
+        if iz is not None:
+            z = f[iz]
+            side = ("x" if all(z.coeff(s) == 0 for s, _ in n)
+                    else "y" if all(z.coeff(s) == 0 for s, _ in m) else "")
+            if not side:
+                continue
+        roles = {ix: "x", iy: "y", **({iz: "z"} if iz is not None else {})}
+        if _unit_stride(c.out, m) and not _unit_stride(c.out, n):
+            x, y, m, n = y, x, n, m  # the output's contiguous axis along N
+            roles = {i: {"x": "y", "y": "x"}.get(v, v) for i, v in roles.items()}
+            side = {"x": "y", "y": "x"}.get(side, side)
+        return Gemm(c.out, x, y, batch, m, n, tuple(c.reduce), from_cell, add,
+                    _product(term, roles, side, [0]), z, side)
+    return None
+
+
+def _product(e: Expr, roles: dict[int, str], side: str, count: list[int]) -> str:
+    """The product over the staged values, a template of the thread's cell (i, j):
+    ``((ocannl_xv[{i}] * ocannl_yv[{j}]) * ocannl_zv[{i}])``, reads in `match`'s order."""
+    if isinstance(e, Get):
+        role = roles[count[0]]
+        count[0] += 1
+        at = "i" if role == "x" or (role == "z" and side == "x") else "j"
+        return f"ocannl_{role}v[{{{at}}}]"
+    assert isinstance(e, Binary)
+    return f"({_product(e.lhs, roles, side, count)} * {_product(e.rhs, roles, side, count)})"
 
 
 def _unit_stride(a: Access, group: tuple[Loop, ...]) -> bool:
@@ -195,6 +255,7 @@ def render(g: Gemm, r: CRenderer) -> tuple[int, list[str]]:
     lines = [
         f"  __shared__ float ocannl_xs[{BK}][{BM + 1}];  // (a column apart: no bank conflicts)",
         f"  __shared__ float ocannl_ys[{BK}][{BN + 1}];",
+        *([f"  __shared__ float ocannl_zs[{BK}][{BM + 1}];"] if g.z is not None else []),
         (f"  const int ocannl_tx = (int)threadIdx.x % {BN // TN}, "
         f"ocannl_ty = (int)threadIdx.x / {BN // TN};"),
         (f"  for (long long ocannl_tile = blockIdx.x; ocannl_tile < {total}LL; "
@@ -218,14 +279,21 @@ def render(g: Gemm, r: CRenderer) -> tuple[int, list[str]]:
               f"    for (long long ocannl_k0 = 0; ocannl_k0 < {sk}; ocannl_k0 += {BK}) {{"]
     lines += _stage(r, g.x, g.m, g, "ocannl_xs", "ocannl_m0", sm, bdig)
     lines += _stage(r, g.y, g.n, g, "ocannl_ys", "ocannl_n0", sn, bdig)
+    z_rows = "ocannl_ty * 4 + {0}" if g.z_side == "x" else f"ocannl_tx + {BN // TN} * {{0}}"
+    if g.z is not None:
+        lines += (_stage(r, g.z, g.m, g, "ocannl_zs", "ocannl_m0", sm, bdig) if g.z_side == "x"
+                  else _stage(r, g.z, g.n, g, "ocannl_zs", "ocannl_n0", sn, bdig))
     step = [
         "        float ocannl_xv[4], ocannl_yv[4];",
+        *(["        float ocannl_zv[4];"] if g.z is not None else []),
         *(f"        ocannl_xv[{i}] = ocannl_xs[ocannl_kk][ocannl_ty * {TM} + {i}];"
           for i in range(TM)),
         *(f"        ocannl_yv[{j}] = ocannl_ys[ocannl_kk][ocannl_tx + {BN // TN * j}];"
           for j in range(TN)),
+        *(f"        ocannl_zv[{q}] = ocannl_zs[ocannl_kk][{z_rows.format(q)}];"
+          for q in range(TM) if g.z is not None),
         *(f"        ocannl_acc[{i}][{j}] = ocannl_acc[{i}][{j}] + "
-          f"ocannl_xv[{i}] * ocannl_yv[{j}];" for i in range(TM) for j in range(TN)),
+          f"{g.product.format(i=i, j=j)};" for i in range(TM) for j in range(TN)),
     ]
     lines += [
         "      __syncthreads();",
