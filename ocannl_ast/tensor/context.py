@@ -26,7 +26,7 @@ from ..lowering import assignments as A
 from ..lowering.loop_ir import Buffer, LoopProgram, Precision, cell_elems, storage
 from . import half, id_checks, precisions, schedules, validate, views
 from .escape import user_held
-from .node import Code, NodeKind, NodeRef, OpRecord, Tensor, buffer_id, concat, node_owner
+from .node import Code, Init, NodeKind, NodeRef, OpRecord, Tensor, buffer_id, concat, node_owner
 
 if TYPE_CHECKING:  # the compile-time modules load at a context's first use of them
     from ..lowering.asgn_analysis import Lifetimes
@@ -212,6 +212,10 @@ class Context:
                 raise RuntimeDataError(f"'{ref.tensor.label}' is a constant folded into "
                                        f"routine '{self.folded[buf.id]}': make it a param or "
                                        "oc.term to set it", user_span())
+            t = ref.tensor
+            if ref.kind is NodeKind.VALUE and t.init is Init.COMPUTED and not t.operands:
+                raise RuntimeDataError(f"'{t.label}' is computed by each routine reading it (a "
+                                       "fill or fetch): use a param, oc.term or oc.ndarray", user_span())
             self.user_set.add(buf.id)
             self.array(buf)[self._interior(buf.id, buf.dims)] = precisions.to_storage(prec, arr)
             self.backend.host_written(self.array(buf))

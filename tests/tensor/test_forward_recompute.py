@@ -73,3 +73,18 @@ def test_a_forward_alone_computes_a_child_another_consumer_embedded() -> None:
     ctx = oc.Context(precision="float64")
     ctx.compile(total.forward)()
     assert float(ctx.get(total).reshape(-1)[0]) == 5.0
+
+
+def test_setting_a_constant_fill_is_an_error_not_a_value_silently_dropped() -> None:
+    """Every routine reading a constant fill computes it again: a value set by hand was
+    shown by ctx.get, then silently overwritten by the next run."""
+    cf = oc.constant_fill([1.0, 2.0])
+    ctx = oc.Context(precision="float64")
+    try:
+        ctx.set(cf, np.array([5.0, 6.0]))
+    except oc.RuntimeDataError as e:
+        assert "use a param, oc.term or oc.ndarray" in str(e)
+        assert "test_forward_recompute.py" in str(e)
+    else:
+        raise AssertionError("ctx.set of a constant fill was accepted")
+    np.testing.assert_array_equal(ctx.eval(cf * 2.0), [2.0, 4.0])
