@@ -345,7 +345,8 @@ class _Parser:
         return value
 
     def affine(self, first: _Tok) -> Affine:
-        """`[stride*]over[<|=][+offset][+[dilation*]kernel]`, at least one of the options."""
+        """`[stride*]over[<|=][+offset][+[dilation*]kernel]`, at least one of the options (the
+        offset may also come after the kernel)."""
         stride, over = 1, first
         if self.peek().kind == "STAR":
             stride = self.coefficient(first, "stride")
@@ -367,7 +368,8 @@ class _Parser:
         return Affine(stride, over.text, offset, conv)
 
     def affine_tail(self, marker: _Tok | None) -> tuple[int, int, Conv | None]:
-        """After `over[<|=]`: `+offset`, `+[dilation*]kernel` or `+offset+[dilation*]kernel`."""
+        """After `over[<|=]`: `+offset`, `+[dilation*]kernel`, `+offset+[dilation*]kernel` or
+        `+[dilation*]kernel+offset`."""
         plus = self.advance()
         tok = self.advance()
         offset, offset_col = 0, -1
@@ -387,6 +389,11 @@ class _Parser:
             self.fail("dangling '+': expected an offset or a kernel label after it", plus.col)
         else:
             self.fail(f"expected an offset or a kernel label, found {_describe(tok)}", tok.col)
+        if offset_col < 0 and self.peek().kind == "PLUS" and \
+                self.toks[self.pos + 1].kind == "INT" and self.toks[self.pos + 2].kind != "STAR":
+            self.advance()  # `over+kernel+offset`: the offset written last (as `x[o + k + 2]`)
+            tok = self.advance()
+            offset, offset_col = int(tok.text), tok.col
         use_padding = marker is not None and marker.kind == "EQ"
         return offset, offset_col, Conv(dilation, kernel.text, use_padding)
 

@@ -114,3 +114,10 @@ def test_custom_binary_op_with_einsum_logic() -> None:
     np.testing.assert_allclose(val, (a0 @ v0).sum())
     np.testing.assert_allclose(ga, np.tile(v0, (3, 1)))
     np.testing.assert_allclose(gv, a0.sum(0))
+
+
+def test_a_named_window_with_a_shift_matches_numpy() -> None:
+    x, w = np.arange(8.0), np.array([1.0, 10.0, 100.0])
+    got = oc.eval(ul.shifted_window(oc.ndarray(x), oc.ndarray(w)), precision="float64")
+    want = [sum(x[o + 2 + k] * w[k] for k in range(3)) for o in range(4)]
+    np.testing.assert_array_equal(got, want)

@@ -214,6 +214,8 @@ def test_conv_2d_valid() -> None:
         ("2 * o < + 3 * k", Affine(2, "o", 0, Conv(3, "k", False))),
         ("2*o<+1+k", Affine(2, "o", 1, Conv(1, "k", False))),
         ("o=+5+2*k", Affine(1, "o", 5, Conv(2, "k", True))),
+        ("o+k+2", Affine(1, "o", 2, Conv(1, "k", False))),  # the offset written last
+        ("2*o<+3*k+1", Affine(2, "o", 1, Conv(3, "k", False))),
         ("3*o", Affine(3, "o", 0, None)),
         ("3*o+2", Affine(3, "o", 2, None)),
         ("1*o", Affine(1, "o", 0, None)),
