@@ -87,10 +87,13 @@ def _leaf_ref(x: Any) -> NodeRef:
 
 
 class _Leaves:
-    """The distinct operands of a primitive tree, in order, and the expression over them."""
+    """The distinct operands of a primitive tree, in order, and the expression over them.
+    With `each` every read is an operand of its own: under an einsum or compose logic the
+    same tensor read twice (`sum(a @ a)`) is two operands, indexed differently."""
 
-    def __init__(self) -> None:
+    def __init__(self, each: bool = False) -> None:
         self.refs: list[NodeRef] = []
+        self.each = each
 
     def expr(self, x: Any) -> A.RhsExpr:
         if isinstance(x, PrimCall):
@@ -104,7 +107,8 @@ class _Leaves:
             return A.StaticValue(x.symbol)
         ref = _leaf_ref(x)
         for k, r in enumerate(self.refs):
-            if (r.tensor is ref.tensor and r.kind == ref.kind) and r.slot == ref.slot:
+            if (r.tensor is ref.tensor and r.kind == ref.kind) and r.slot == ref.slot \
+                    and not self.each:
                 return A.Arg(k)
         self.refs.append(ref)
         return A.Arg(len(self.refs) - 1)
@@ -148,7 +152,8 @@ def accum(lhs: Any, op: str, rhs: Any, *, logic: str | None = None,
             f"compose logic '@' multiplies matching axes and sums the rest: it does not apply "
             f"to '{_NOT_COMPOSABLE[rhs.op]}' (as in OCANNL); write the product with '*', or "
             "give an einsum spec as logic=", user_span())
-    leaves = _Leaves()
+    leaves = _Leaves(each=projections is None and logic is not None and
+                     (logic == "@" or ";" in logic))
     expr = leaves.expr(rhs)
     ctx = current_record.get()
     embedded: dict[int, Tensor] = {}

@@ -121,3 +121,18 @@ def test_a_named_window_with_a_shift_matches_numpy() -> None:
     got = oc.eval(ul.shifted_window(oc.ndarray(x), oc.ndarray(w)), precision="float64")
     want = [sum(x[o + 2 + k] * w[k] for k in range(3)) for o in range(4)]
     np.testing.assert_array_equal(got, want)
+
+
+def test_cd_contractions_of_a_tensor_with_itself_match_numpy() -> None:
+    """A @cd contraction read the same tensor twice as one operand ("compose takes 2
+    operand(s), got 1"): each read is an operand of its own under an einsum or compose."""
+    m = np.array([[1.0, 2.0], [3.0, 4.0]])
+    w = oc.ndarray([(1.0, 2.0), (3.0, 4.0)])  # a 2->2 matrix (input -> output)
+    v = oc.node("v_sq", output_dims=[2])
+    ctx = oc.Context(precision="float64")
+    ctx.compile(ul.composed(v, w, w))()
+    np.testing.assert_array_equal(ctx.get(v), m @ m)
+    x = oc.ndarray(m)
+    t = oc.node("t_sq", output_dims=[2, 2])
+    ctx.compile(ul.transposed_product(t, x, x))()
+    np.testing.assert_array_equal(ctx.get(t), m * m.T)

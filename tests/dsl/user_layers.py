@@ -43,6 +43,17 @@ def row_max(x):
     return y
 
 
+@oc.cd
+def composed(v, a, b):
+    """`sum(a @ b)`: called with the same tensor twice it is still two operands."""
+    v[...] = sum(a @ b)
+
+
+@oc.cd
+def transposed_product(v, a, b):
+    accum(v, "=:", a * b, logic="ij;ji=>ij")
+
+
 @oc.op
 def shifted_window(x, w):
     """A window read two cells ahead, the shift written between the output and the
