@@ -162,6 +162,23 @@ def cross_entropy(logits, targets):
     return -_mean(per_example)
 
 
+_cross_entropy_op = cross_entropy
+
+
+def cross_entropy(logits: Tensor, targets: Tensor) -> Tensor:
+    """`-sum(targets * log_softmax(logits))` over the last output axis, averaged over the
+    batch (and any other axes): a one-cell tensor. `targets`: one-hot, the logits' shape.
+    A shape clash names what cross_entropy expects (not only its inner einsum)."""
+    try:
+        return _cross_entropy_op(logits, targets)  # type: ignore[no-any-return]
+    except ShapeError as e:
+        shapes = (f"logits {logits.shape.describe()}, targets {targets.shape.describe()}"
+                  if isinstance(logits, Tensor) and isinstance(targets, Tensor) else "")
+        raise ShapeError(f"cross_entropy: targets must be one-hot vectors with the logits' "
+                         f"shape ({shapes}; e.g. oc.nn.one_hot(ids, vocab), and flatten "
+                         f"features before the last layer): {e.message}", e.span) from None
+
+
 @op
 def mse(pred, target):
     """Mean squared error over every cell: a one-cell tensor."""

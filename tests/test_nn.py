@@ -188,3 +188,19 @@ def test_mlp_cross_entropy_adam_training_decreases_loss() -> None:
         losses.append(float(ctx.get(loss).reshape(())))
     assert np.all(np.isfinite(losses))
     assert losses[-1] < 0.5 * losses[0], losses
+
+
+def test_cross_entropy_with_targets_of_another_shape_names_what_it_expects() -> None:
+    """Logits left unflattened (2|4,4,10) against one-hot targets (2|10): the error named
+    only cross_entropy's inner einsum and an internal tensor."""
+    x = oc.ndarray(np.random.default_rng(0).normal(size=(2, 8, 8, 1)), batch_axes=1)
+    t = oc.ndarray(np.eye(10)[[3, 7]], batch_axes=1)
+    logits = oc.nn.linear(10)(oc.nn.max_pool2d(2)(oc.relu(oc.nn.conv2d(4, 3)(x))))
+    try:
+        oc.nn.cross_entropy(logits, t)
+    except oc.ShapeError as e:
+        msg = str(e)
+        assert "cross_entropy: targets must be one-hot vectors with the logits' shape" in msg
+        assert "targets 2|10" in msg and "test_nn.py" in msg
+    else:
+        raise AssertionError("no ShapeError")
