@@ -80,3 +80,21 @@ def test_check_grads_still_accepts_numbers() -> None:
     check_grads(_sq, [np.array([1.0, -2.0])])
     check_grads(_sq, [[0.5, 1.5]])
     check_grads(_sq, [np.float32(2.0)])
+
+
+@oc.cd
+def _record(hist, v, step):
+    hist.batch_slice(step)[...] = v
+
+
+def test_an_out_of_range_index_is_named_among_several() -> None:
+    """Two static indices (a data batch, a history row): the failure named the first check
+    (every check returned code 1) whichever index was out of range."""
+    data = oc.ndarray(np.ones((2, 4, 3)), batch_axes=2, label="data")
+    batch, step = oc.static_index("batch"), oc.static_index("step")
+    hist = oc.node("hist", batch_dims=[5], output_dims=[1])
+    tot = oc.einsum("b|i=>0", data.batch_slice(batch))
+    run = oc.Context().compile([tot.forward, _record(hist, tot, step)])
+    run(batch=1, step=4)
+    _located(oc.RuntimeDataError, lambda: run(batch=1, step=5), "s_step must lie in [0, 5)")
+    _located(oc.RuntimeDataError, lambda: run(batch=2, step=0), "s_batch must lie in [0, 2)")

@@ -21,6 +21,7 @@ from ..infer.projections import derive_projections as derive_record_projections
 from ..infer.relations import logic_name
 from ..lowering import assignments as A
 from ..lowering import unit_memo
+from ..lowering.checks import number_checks
 from ..lowering.coupled import check_cover
 from ..lowering.digest import content_name
 from ..lowering.free_syms import free_symbols
@@ -384,9 +385,10 @@ def with_escaping(code: Code, opts: Options) -> Options:
 # ---- pass 9: bind static arguments (LoopProgram -> LoopProgram) ---------------------------
 
 def bind_statics(prog: LoopProgram, opts: Options) -> LoopProgram:
-    """The symbols no loop binds are the routine's static arguments, in creation order."""
+    """The symbols no loop binds are the routine's static arguments, in creation order;
+    each distinct bound check gets its own error code (`lowering.checks`)."""
     statics = tuple(sorted(free_symbols(prog.body), key=lambda s: s.id))
-    return LoopProgram(prog.name, prog.buffers, statics, prog.body, prog.precision)
+    return LoopProgram(prog.name, prog.buffers, statics, number_checks(prog.body), prog.precision)
 
 
 # ---- pass 8: name (LoopProgram -> LoopProgram) ----------------------------------------------
@@ -404,13 +406,11 @@ def name_program(prog: LoopProgram, opts: Options) -> LoopProgram:
 
 def _verify_loops(prog: LoopProgram) -> None:
     from ..lowering.loop_verify import verify_program
-
     verify_program(prog)
 
 
 def _verify_asgn(asgn: Any) -> None:
     from ..lowering.asgn_verify import verify_asgn
-
     verify_asgn(asgn)
 
 
