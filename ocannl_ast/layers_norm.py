@@ -104,7 +104,7 @@ def _check_count(x: Tensor) -> None:
 
 
 def _check_fraction(fn: str, name: str, v: Any) -> None:
-    validate.check_number(fn, name, v)
+    validate.check_arg_number(fn, name, v)
     if not 0.0 <= v <= 1.0:
         validate.fail(ArgumentError, f"{fn}: {name} must be in [0, 1], got {v!r}")
 

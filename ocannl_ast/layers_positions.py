@@ -82,7 +82,7 @@ def rope(x, *, base=10000.0):
 
     Example: ``q = oc.nn.rope(q)``."""
     validate.check_tensor("rope", "x", x)
-    validate.check_number("rope", "base", base)
+    validate.check_arg_number("rope", "base", base)
     if not math.isfinite(base) or base <= 1.0:
         validate.fail(ArgumentError, f"rope: base must be a finite number > 1, got {base!r}")
     _seq_and_features("rope", x, even=True)

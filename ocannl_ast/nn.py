@@ -421,7 +421,7 @@ def dropout(rate: float, *, seed: int = 0) -> Callable[..., Tensor]:
     it drops from (`tensor.rank_streams`): the ranks' masks differ, and together they are
     the mask one process would draw over the whole batch; a world of one draws exactly
     the masks of a plain process."""
-    validate.check_number("dropout", "rate", rate)
+    validate.check_arg_number("dropout", "rate", rate)
     if not 0.0 <= rate < 1.0:
         validate.fail(ArgumentError, f"dropout: rate must be in [0, 1), got {rate!r}")
     if not validate.is_int(seed) or not 0 <= seed < 2**24:

@@ -87,7 +87,7 @@ def _adam_args(loss: Any, learning_rate: Any, betas: Any, eps: Any,
         validate.fail(ArgumentError, "adam_update: betas must be a pair (beta1, beta2), got "
                       f"{validate.describe(betas)}")
     for i, b in enumerate(betas):
-        validate.check_number("adam_update", f"betas[{i}]", b)
+        validate.check_arg_number("adam_update", f"betas[{i}]", b)
         if not 0.0 <= b < 1.0:
             validate.fail(ArgumentError, f"adam_update: betas[{i}] must be in [0, 1), got {b}")
     validate.check_nonnegative("adam_update", "eps", eps)

@@ -77,7 +77,7 @@ def check_max_grad_norm(fn: str, max_grad_norm: Any) -> None:
     """None (no clipping) or a finite number > 0."""
     if max_grad_norm is None:
         return
-    validate.check_number(fn, "max_grad_norm", max_grad_norm)
+    validate.check_arg_number(fn, "max_grad_norm", max_grad_norm)
     if not math.isfinite(max_grad_norm) or max_grad_norm <= 0:
         validate.fail(ArgumentError, f"{fn}: max_grad_norm must be None or a finite number "
                                      f"> 0, got {max_grad_norm!r}")

@@ -160,7 +160,7 @@ def _clip01(x: Tensor) -> Tensor:
 
 
 def _check_rate(fn: str, name: str, v: Any) -> None:
-    validate.check_number(fn, name, v)
+    validate.check_arg_number(fn, name, v)
     if not math.isfinite(v) or v < 0:
         validate.fail(ArgumentError, f"{fn}: {name} must be a finite number >= 0, got {v!r}")
 

@@ -110,6 +110,12 @@ def check_number(fn: str, param: str, x: Any,
         fail(cls, f"{fn}: {param} must be a real number, got {describe(x)}")
 
 
+def check_arg_number(fn: str, param: str, x: Any) -> None:
+    """A hyperparameter that must be a real number (else an ArgumentError, as docs/api.md
+    says of an argument of the wrong type)."""
+    check_number(fn, param, x, ArgumentError)
+
+
 def check_nonnegative(fn: str, param: str, x: Any) -> None:
     """A finite real number >= 0 (a learning rate, a momentum, an eps, a weight decay):
     NaN or an infinity would make every weight NaN at the first step."""

@@ -152,8 +152,8 @@ _clamp = operation("unary", 1, "clamp", Pointwise(), _clamp_op, _clamp_grad)
 def clamp(x: Any, lo: float, hi: float) -> Any:
     """Pointwise `x` limited to [lo, hi] (np.clip; NaN stays NaN); the gradient passes where
     lo <= x <= hi, as torch.clamp's."""
-    validate.check_number("clamp", "lo", lo)
-    validate.check_number("clamp", "hi", hi)
+    validate.check_arg_number("clamp", "lo", lo)
+    validate.check_arg_number("clamp", "hi", hi)
     if not lo <= hi:
         validate.fail(ArgumentError, f"clamp: lo ({lo}) must not exceed hi ({hi})")
     lo, hi = float(lo), float(hi)
