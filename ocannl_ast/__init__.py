@@ -163,7 +163,7 @@ def render(code: Any, *, backend: str = "c", precision: str = "float32") -> str:
     from .tensor.pipeline import Options
     from .tensor.pipeline import render as render_code
 
-    render_backend = _validate.backend(backend, precision)
+    render_backend = _validate.backend(backend, precision, "render")
     held = frozenset(_user_held())
     return render_code(_as_code(code), render_backend,
                        Options("routine", _Precision(precision), keep=held,

@@ -40,18 +40,18 @@ _RANGE = {Precision.UINT32: (0, 2**32 - 1), Precision.UINT64: (0, 2**64 - 1),
           Precision.INT32: (-(2**31), 2**31 - 1)}
 
 
-def parse(fn: str, precision: Any, *, integers: bool) -> Precision | None:
-    """The `precision` argument of `fn` (None: the context's), validated: an
+def parse(fn: str, precision: Any, *, integers: bool, none: bool = True) -> Precision | None:
+    """The `precision` argument of `fn` (None, where `none`: the context's), validated: an
     `ArgumentError` at the user's call for anything else than the names allowed."""
-    if precision is None:
+    if precision is None and none:
         return None
     names = FLOATS + INTEGERS if integers else FLOATS
     if not isinstance(precision, str) or precision not in names:
         why = ("" if integers or precision not in INTEGERS else
                " (integer precisions are for data: oc.ndarray, oc.term)")
-        raise ArgumentError(f"{fn}: precision must be one of {', '.join(map(repr, names))} "
-                            f"or None, got {type(precision).__name__} {precision!r}{why}",
-                            user_span())
+        raise ArgumentError(f"{fn}: precision must be one of {', '.join(map(repr, names))}"
+                            f"{' or None' if none else ''}, got {type(precision).__name__} "
+                            f"{precision!r}{why}", user_span())
     return Precision(precision)
 
 
@@ -98,7 +98,8 @@ def host_values(p: Precision, label: str, values: Any) -> np.ndarray:
     if p is Precision.BFLOAT16:
         return np.asarray(values, dtype=np.float64)
     if not p.is_integer:
-        return np.asarray(values, dtype=value_dtype(p))
+        with np.errstate(over="ignore"):  # beyond float16's range is inf, as stored
+            return np.asarray(values, dtype=value_dtype(p))
     raw = np.asarray(values)
     if raw.dtype.kind in "iub":
         lo, hi = _RANGE[p]

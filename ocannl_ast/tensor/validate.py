@@ -340,14 +340,15 @@ def op_builder_args(fn: str, op_asn: Any, grad_asn: Any, logic: Any, name: Any) 
     check_str(fn, "name", name, optional=True)
 
 
-def backend(name: Any, precision: Any = "float32") -> Backend:
-    """`oc.Context(backend, precision=)`, `oc.render`: the backend object, errors located."""
+def backend(name: Any, precision: Any = "float32", fn: str = "Context") -> Backend:
+    """`oc.Context(backend, precision=)`, `oc.render`: the backend object, errors located
+    and naming `fn`, the function called."""
     from ..backends import get_backend
     from ..errors import BackendError
 
     if not isinstance(name, str):
         fail(ArgumentError, f"backend must be a str ('c' or 'cuda'), got {describe(name)}")
-    check_precision("Context", precision)
+    check_precision(fn, precision)
     try:
         return get_backend(name)
     except BackendError as e:

@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ...errors import ArgumentError, user_span
 from ...infer.logic import Pointwise
 from ...rewrite import make_decorator
 from .. import precisions
@@ -319,10 +318,8 @@ def cast(x: Any, precision: str) -> Tensor:
     exactly by every consumer (`tensor.precisions`); the gradient passes through unchanged
     (its cells are stored in `precision` too). Example: ``h = oc.cast(oc.relu(x @ w),
     "bfloat16")``."""
-    p = precisions.parse("cast", precision, integers=False)
-    if p is None:
-        raise ArgumentError("cast: precision must be a precision name, got None",
-                            user_span())
+    p = precisions.parse("cast", precision, integers=False, none=False)
+    assert p is not None
     t = apply("cast", Pointwise(), _copy_op, _cast_grad, x)
     t.precision = p
     return t
