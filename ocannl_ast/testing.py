@@ -38,8 +38,8 @@ def check_grads(fn: Callable[..., Tensor], inputs: Sequence[Any], *, eps: float 
     validate.check_tensor("check_grads", "fn(*inputs)", loss)
     close_tensors([loss, *params], dependencies=True)  # as oc.infer_shapes
     if int(np.prod(loss.dims())) != 1:
-        raise ArgumentError(f"check_grads: fn must return a scalar tensor, got one of dims "
-                            f"{loss.dims()}")
+        validate.fail(ArgumentError, f"check_grads: fn must return a scalar tensor, got one "
+                                     f"of dims {loss.dims()}")
     ctx = Context("c", precision="float64")
     reached = {t.id for t in loss.subgraph()}
     fwd = ctx.compile(loss.forward_all(), name="check_grads_forward")
