@@ -98,3 +98,9 @@ def test_an_out_of_range_index_is_named_among_several() -> None:
     run(batch=1, step=4)
     _located(oc.RuntimeDataError, lambda: run(batch=1, step=5), "s_step must lie in [0, 5)")
     _located(oc.RuntimeDataError, lambda: run(batch=2, step=0), "s_batch must lie in [0, 2)")
+
+
+def test_batch_slice_of_a_tensor_without_batch_axes_says_so() -> None:
+    v = oc.ndarray(np.arange(3.0), label="plain")
+    _located(oc.ShapeError, lambda: v.batch_slice(_b), "'plain' has no batch axes",
+             "batch_axes=1")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...errors import ArgumentError
+from ...errors import ArgumentError, ShapeError
 from ...infer.logic import BatchSlice, Transpose
 from ...infer.projections import fresh_symbol
 from ...rewrite import make_decorator
@@ -58,6 +58,13 @@ def batch_slice(x: Any, index: StaticIndex) -> Tensor:
     if not isinstance(index, StaticIndex):
         validate.fail(ArgumentError, "batch_slice takes an oc.static_index(...), got "
                       f"{validate.describe(index)}")
+    if isinstance(x, Tensor):
+        batch = x.shape.raw_rows()[0]
+        if batch.var is None and not batch.beg and not batch.dims:
+            validate.fail(ShapeError, f"batch_slice: '{x.label}' has no batch axes (shape "
+                          f"{x.shape.describe()}): slicing picks one of its leading batch "
+                          "rows; build the data with batch axes, e.g. oc.ndarray(a, "
+                          "batch_axes=1)")
     return precisions.inherit_ids(
         apply("batch_slice", BatchSlice(index.symbol), _slice_op, _id_grad, x), x)
 
