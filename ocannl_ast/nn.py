@@ -263,10 +263,20 @@ def conv2d(out_channels: int, kernel_size: Any, *, stride: Any = 1,
 
     def layer(x: Tensor) -> Tensor:
         validate.check_tensor("conv2d", "x", x)
+        _check_image("conv2d", x)
         # The window sizes pin the kernel's spatial axes.
         return einsum(spec, x, kernel, window={"kh": kh, "kw": kw}) + bias
 
     return layer
+
+
+def _check_image(fn: str, x: Tensor) -> None:
+    """`x` as batch|height,width,channels where its output row is already known."""
+    out = x.shape.raw_rows()[1]
+    if out.var is None and len(out.beg) + len(out.dims) != 3:
+        validate.fail(ShapeError, f"{fn}: x must be batch|height,width,channels (channels "
+                      f"last), got '{x.label}' of shape {x.shape.describe()} (batch_axes= "
+                      "of oc.ndarray marks the leading batch axes)")
 
 
 def max_pool2d(window: Any, *, stride: Any = None) -> Layer:

@@ -250,3 +250,9 @@ def test_conv_kernel_grad_same_bits_whichever_side_is_the_kernels_columns(
     plain, line = kernel_grad()
     assert "M 16," in line
     assert swapped == plain
+
+
+def test_conv2d_on_an_image_without_its_batch_axes_says_what_it_takes() -> None:
+    x = oc.ndarray(np.ones((2, 8, 8, 3)))  # batch_axes forgotten: 2,8,8,3 are output axes
+    with pytest.raises(oc.ShapeError, match=r"conv2d: x must be batch\|height,width,channels"):
+        oc.nn.conv2d(4, 3)(x)
