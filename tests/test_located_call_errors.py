@@ -104,3 +104,9 @@ def test_batch_slice_of_a_tensor_without_batch_axes_says_so() -> None:
     v = oc.ndarray(np.arange(3.0), label="plain")
     _located(oc.ShapeError, lambda: v.batch_slice(_b), "'plain' has no batch axes",
              "batch_axes=1")
+
+
+def test_einsum_given_a_list_of_tensors_says_to_pass_them_themselves() -> None:
+    a = oc.ndarray(np.ones((2, 3)))
+    _located(oc.ArgumentError, lambda: oc.einsum("ij=>i", [a]), "is a list of tensors",
+             "einsum(spec, *tensors)")

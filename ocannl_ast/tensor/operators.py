@@ -71,9 +71,10 @@ def _hint(name: str) -> str:
 
 
 def _refuse(what: str, name: str) -> Any:
+    hint = _hint(name)
+    read = "" if "oc.eval" in hint else "; read a value with oc.eval(t) or ctx.eval(t)"
     raise ArgumentError(f"{what} cannot take an ocannl_ast Tensor (an expression, not an "
-                        f"array): use {_hint(name)}; read a value with oc.eval(t) or "
-                        "ctx.eval(t)", user_span())
+                        f"array): use {hint}{read}", user_span())
 
 
 def _array_ufunc(self: Any, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:

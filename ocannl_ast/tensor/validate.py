@@ -313,6 +313,10 @@ def spec_and_operands(fn: str, spec: Any, operands: tuple[Any, ...]) -> None:
         fail(ShapeError, f'{fn}: the spec "{spec}" has {arity} operand(s), got '
                             f"{len(operands)} tensor(s)")
     for i, x in enumerate(operands):
+        if isinstance(x, list | tuple) and any(isinstance(y, Tensor) for y in x):
+            fail(ArgumentError, f"{fn}: operand {i + 1} is a {type(x).__name__} of tensors; "
+                                f"pass the tensors themselves: {fn}(spec, a, b), or "
+                                f"{fn}(spec, *tensors)")
         if not isinstance(x, Tensor | NodeRef) and not is_real(x) and \
                 not isinstance(x, list | tuple | np.ndarray):
             fail(ArgumentError, f"{fn}: operand {i + 1} must be an oc.Tensor, got {describe(x)}")
