@@ -110,3 +110,9 @@ def test_einsum_given_a_list_of_tensors_says_to_pass_them_themselves() -> None:
     a = oc.ndarray(np.ones((2, 3)))
     _located(oc.ArgumentError, lambda: oc.einsum("ij=>i", [a]), "is a list of tensors",
              "einsum(spec, *tensors)")
+
+
+def test_a_rank_mismatch_in_multi_character_mode_names_the_label_read_as_one_axis() -> None:
+    a = oc.ndarray(np.ones((2, 3)))
+    _located(oc.ShapeError, lambda: oc.einsum("ij=>0,0", a), "'ij' is one axis",
+             "write 'i,j' for 2 axes")

@@ -50,7 +50,29 @@ NO_ORIGIN = Origin("?")
 
 def conflict(origin: Origin, fact: str) -> ShapeError:
     """The ShapeError of a fact that contradicts `origin`'s operation, quoting its line."""
-    return ShapeError(f"{origin.describe()}: {fact}", origin.span)
+    hint = _multichar_hint(origin.op) if fact.startswith("rank mismatch") else ""
+    return ShapeError(f"{origin.describe()}: {fact}{hint}", origin.span)
+
+
+def _multichar_hint(op: str) -> str:
+    """A rank mismatch in a spec that `,` `*` `+` switched to multi-character labels, where
+    a label of several letters was likely meant as several axes (`"ij=>0,0"`)."""
+    import re
+
+    from .spec_parser import is_multichar, parse_spec, spec_labels
+
+    found = re.search(r'"([^"]*)"', op)
+    if found is None or not is_multichar(found.group(1)):
+        return ""
+    try:
+        long = sorted(x for x in spec_labels(parse_spec(found.group(1)))
+                      if len(x) > 1 and x.isalpha())
+    except Exception:  # noqa: BLE001 (a hint only: a spec that does not parse gives none)
+        return ""
+    if not long:
+        return ""
+    return (f" (the spec uses multi-character labels, as its ',' '*' or '+' ask: '{long[0]}' "
+            f"is one axis; write '{','.join(long[0])}' for {len(long[0])} axes)")
 
 
 def _abbrev(text: str, limit: int = 100) -> str:
