@@ -18,7 +18,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .errors import ArgumentError, ShapeError
+from .errors import ArgumentError, OcannlError, ShapeError
 from .infer.terms import dim_size
 from .layer_mode import eval_mode, is_training  # noqa: F401  (eval_mode: oc.nn.eval_mode)
 from .naming import scope as name_scope
@@ -128,14 +128,28 @@ def flatten(x: Tensor) -> Tensor:
 
 
 def _known_output_dims(x: Tensor) -> list[int]:
-    """The output dims of `x` as inferred so far (never closing its shape): the axes after
-    its row variable, when there are none before it and every size is known."""
-    row = x.shape.rows_now()[1]
-    sizes = [dim_size(d) for d in row.dims]
-    if row.beg or not sizes or any(n is None for n in sizes):
-        validate.fail(ShapeError, f"flatten: the output dims of '{x.label}' are not known "
-                                  f"yet (shape so far: {x.shape}); flatten needs them when "
-                                  "it is called (give the input data or term its dims)")
+    """The output dims of `x` as inferred so far: the axes after its row variable, when
+    there are none before it and every size is known. Otherwise `x` is closed first (as
+    `oc.infer_shapes`): a size-1 axis computed from size-1 axes (`conv2d(1, 3)`) is known
+    only then; if closing fails or leaves them open, the ShapeError says what to give."""
+    def read() -> list[int | None] | None:
+        row = x.shape.rows_now()[1]
+        sizes = [dim_size(d) for d in row.dims]
+        return None if row.beg or not sizes or any(n is None for n in sizes) else sizes
+    sizes = read()
+    if sizes is None:
+        from .tensor.pipeline import close_tensors
+
+        shape = str(x.shape)
+        try:
+            close_tensors([x], dependencies=True)
+            sizes = read()
+        except OcannlError:
+            sizes = None
+        if sizes is None:
+            validate.fail(ShapeError, f"flatten: the output dims of '{x.label}' are not "
+                                      f"known (shape so far: {shape}); flatten needs them "
+                                      "when it is called (give the input data or term its dims)")
     return [int(n) for n in sizes]  # type: ignore[arg-type]
 
 

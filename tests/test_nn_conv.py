@@ -256,3 +256,16 @@ def test_conv2d_on_an_image_without_its_batch_axes_says_what_it_takes() -> None:
     x = oc.ndarray(np.ones((2, 8, 8, 3)))  # batch_axes forgotten: 2,8,8,3 are output axes
     with pytest.raises(oc.ShapeError, match=r"conv2d: x must be batch\|height,width,channels"):
         oc.nn.conv2d(4, 3)(x)
+
+
+def test_flatten_after_a_one_channel_conv_matches_numpy() -> None:
+    """conv2d(1, 3)'s output channel is a size-1 axis computed from size-1 axes: known only
+    once the shape closes; flatten used to refuse it ("not known yet")."""
+    rng = np.random.default_rng(4)
+    img = oc.ndarray(rng.normal(size=(2, 4, 4, 3)), batch_axes=1)
+    h = oc.nn.conv2d(1, 3)(img)
+    flat = oc.nn.flatten(h)
+    ctx = oc.Context(precision="float64")
+    got_h, got = ctx.eval(h), ctx.eval(flat)
+    assert got.shape == (2, 16)
+    np.testing.assert_array_equal(got, got_h.reshape(2, 16))
