@@ -135,7 +135,7 @@ def _close_step(s: SolverState, rows: RowOccs, dims: DimOccs) -> bool:
             s.bind_row(RowVar(v), Row.closed(fresh), o)
         return True
     dim_lubs = {v: d for v in leaf_dims if (d := bounds.lub_dim(v)) is not None}
-    for v in sorted(dim_lubs):
+    for v in sorted(v for v, d in dim_lubs.items() if d.size == 1):  # (conflicts give 1)
         _check_param_broadcast(bounds, dims, v)
     if dim_lubs:
         for v, d in sorted(dim_lubs.items()):

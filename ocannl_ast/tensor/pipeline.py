@@ -385,10 +385,10 @@ def with_escaping(code: Code, opts: Options) -> Options:
 # ---- pass 9: bind static arguments (LoopProgram -> LoopProgram) ---------------------------
 
 def bind_statics(prog: LoopProgram, opts: Options) -> LoopProgram:
-    """The symbols no loop binds are the routine's static arguments, in creation order;
-    each distinct bound check gets its own error code (`lowering.checks`)."""
+    """The static arguments (symbols no loop binds, in creation order); checks numbered."""
     statics = tuple(sorted(free_symbols(prog.body), key=lambda s: s.id))
-    return LoopProgram(prog.name, prog.buffers, statics, number_checks(prog.body), prog.precision)
+    body = number_checks(prog.body) if statics else prog.body  # (checks are of statics)
+    return LoopProgram(prog.name, prog.buffers, statics, body, prog.precision)
 
 
 # ---- pass 8: name (LoopProgram -> LoopProgram) ----------------------------------------------
