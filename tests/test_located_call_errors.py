@@ -116,3 +116,9 @@ def test_a_rank_mismatch_in_multi_character_mode_names_the_label_read_as_one_axi
     a = oc.ndarray(np.ones((2, 3)))
     _located(oc.ShapeError, lambda: oc.einsum("ij=>0,0", a), "'ij' is one axis",
              "write 'i,j' for 2 axes")
+
+
+def test_einsum_max_with_three_tensors_says_it_takes_one_or_two() -> None:
+    a = oc.ndarray(np.ones(3))
+    _located(oc.ArgumentError, lambda: oc.einsum_max("i;i;i=>i", a, a, a),
+             "einsum_max takes one or two tensors", "got 3")

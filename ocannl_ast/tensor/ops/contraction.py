@@ -12,7 +12,7 @@ import inspect
 from collections.abc import Mapping
 from typing import Any
 
-from ...errors import ShapeError, SpecError, user_span
+from ...errors import ArgumentError, ShapeError, SpecError, user_span
 from ...infer.logic import Compose, Einsum
 from ...infer.spec_ast import Concat, EinsumSpec, Label, ShapeSpec
 from ...infer.spec_parser import parse_spec
@@ -133,7 +133,7 @@ def _max_grad2(v, g, v1, v2, g1, g2, projections):
     g2 += where(eq(v1 + v2, v), g / ties_lhs, 0.0)
 
 
-def einsum_max(spec: str, a: Any, b: Any = None, *,
+def einsum_max(spec: str, a: Any, b: Any = None, *more: Any,
                window: Mapping[str, int] | None = None) -> Tensor:
     """Max-reduce (OCANNL `@^^`), or with two operands max of a + b (`@^+`, tropical).
 
@@ -144,6 +144,9 @@ def einsum_max(spec: str, a: Any, b: Any = None, *,
     every tied position the full gradient, which double-counts: max(x, x) would get
     gradient 2. Ties are exact float equality with the computed max.
     """
+    if more:
+        validate.fail(ArgumentError, f"einsum_max takes one or two tensors (a max-reduce, or "
+                                     f"the max of a + b), got {2 + len(more)}")
     validate.spec_and_operands("einsum_max", spec, (a,) if b is None else (a, b))
     parsed = parse_spec(spec)
     if window is not None:  # unary pooling: max over a + -0.0 on the window (`ops.pooling`)
