@@ -217,7 +217,8 @@ def check_consumed(lhs: Row, rhs: Sequence[Row], red: Reduction, loc: Locator) -
         raise loc.error(
             red.node,
             f"index {names} appears on the right but not on the left, and nothing reduces "
-            f"it: did you mean sum[{names}](...)?",
+            f"it: did you mean sum[{names}](...)? (A name in brackets is an index label, "
+            "never a Python value: a fixed position is an integer literal, x[i, 2].)",
         )
     if missing:
         raise loc.error(
