@@ -410,9 +410,9 @@ class Context:
             bf16 = self._stored(held[name]) is Precision.BFLOAT16
             if (entry in entries.bfloat16) != bf16:
                 raise CheckpointError(
-                    f"checkpoint {source}: entry '{entry}' is {'not ' if bf16 else ''}"
-                    f"bfloat16, '{name}' is stored in {self._stored(held[name]).value}",
-                    user_span())
+                    f"checkpoint {source}: entry '{entry}' is "
+                    f"{entries.arrays[entry].dtype if bf16 else 'bfloat16'}, '{name}' is "
+                    f"stored in {self._stored(held[name]).value}", user_span())
 
     def _stored(self, t: Tensor) -> Precision:
         """How `t`'s value is stored here (its own precision, else the context's)."""

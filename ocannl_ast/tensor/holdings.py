@@ -210,7 +210,8 @@ def _name_mismatch(source: Path, entries: Entries, want: Mapping[str, Tensor],
                    dtype: DtypeOf, missing: list[str], extra: list[str]) -> str:
     if missing:
         first = want[missing[0]]
-        msg = (f"checkpoint {source} is missing the entry {names(missing)} that this "
+        what = "the entry" if len(missing) == 1 else f"{len(missing)} entries,"
+        msg = (f"checkpoint {source} is missing {what} {names(missing)} that this "
                f"context holds: {'param' if first.init is Init.PARAM else 'node'} "
                f"'{missing[0]}'{_declared(first)} has no entry")
         if extra:
