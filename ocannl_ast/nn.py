@@ -297,14 +297,22 @@ def max_pool2d(window: Any, *, stride: Any = None) -> Layer:
     """Max over `window` x `window` patches of `x` (batch|height, width, channels), no
     padding; `stride` defaults to the window. The windows must tile the input exactly."""
     spec, kh, kw = _pool_spec("max_pool2d", window, stride)
-    return lambda x: einsum_max(spec, x, window={"kh": kh, "kw": kw})
+    return lambda x: einsum_max(spec, _image("max_pool2d", x), window={"kh": kh, "kw": kw})
 
 
 def avg_pool2d(window: Any, *, stride: Any = None) -> Layer:
     """Mean over `window` x `window` patches of `x` (batch|height, width, channels), no
     padding; `stride` defaults to the window. The windows must tile the input exactly."""
     spec, kh, kw = _pool_spec("avg_pool2d", window, stride)
-    return lambda x: einsum(spec, x, window={"kh": kh, "kw": kw}) / float(kh * kw)
+    return lambda x: einsum(spec, _image("avg_pool2d", x), window={"kh": kh, "kw": kw}) / float(
+        kh * kw)
+
+
+def _image(fn: str, x: Any) -> Any:
+    """`x`, checked as conv2d checks its input where it is a tensor (`_check_image`)."""
+    if isinstance(x, Tensor):
+        _check_image(fn, x)
+    return x
 
 
 def _pool_spec(fn: str, window: Any, stride: Any) -> tuple[str, int, int]:

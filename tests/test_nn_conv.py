@@ -269,3 +269,10 @@ def test_flatten_after_a_one_channel_conv_matches_numpy() -> None:
     got_h, got = ctx.eval(h), ctx.eval(flat)
     assert got.shape == (2, 16)
     np.testing.assert_array_equal(got, got_h.reshape(2, 16))
+
+
+@pytest.mark.parametrize("pool", ["max_pool2d", "avg_pool2d"])
+def test_pooling_an_image_without_its_batch_axes_says_what_it_takes(pool: str) -> None:
+    x = oc.ndarray(np.ones((2, 8, 8, 3)))
+    with pytest.raises(oc.ShapeError, match=rf"{pool}: x must be batch\|height,width,channels"):
+        getattr(oc.nn, pool)(2)(x)
