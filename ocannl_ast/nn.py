@@ -386,13 +386,13 @@ def _causal_mask(x: Tensor) -> Tensor:
 
 def one_hot(ids: Tensor, vocab: int) -> Tensor:
     """One-hot vectors of integer ids: a new last output axis of size `vocab`, 1.0 at the
-    id's position. Ids are float cells holding integers (exact below 2**24 in float32);
-    an id outside [0, vocab) gives an all-zero vector. A NaN, infinite or fractional id is
-    a RuntimeDataError under OCANNL_AST_CHECK=1 (checked on the data the ids come from,
-    when it is built or set with ctx.set); without checks it gives a zero vector too."""
+    id's position. Ids are float cells holding integers (exact below 2**24 in float32).
+    An id outside [0, vocab), or a NaN, infinite or fractional one, is a RuntimeDataError
+    (checked on the data the ids come from, when it is built and each time ctx.set writes
+    it); ids the routine computes itself are not checked and give a zero vector there."""
     validate.check_tensor("one_hot", "ids", ids)
     _check_dim("one_hot", "vocab", vocab)
-    id_checks.mark_ids(ids, "one_hot")
+    id_checks.mark_ids(ids, "one_hot", vocab)
     # integer ids (`precision="uint32"`): the copies and the range are stored as integers
     # too, exact in a 16-bit context (`tensor.precisions.inherit_ids`)
     expanded = inherit_ids(einsum("..b..|..o..; v => ..b..|..o..,v",
@@ -405,7 +405,7 @@ def embedding(vocab: int, dim: int) -> Layer:
     """Embedding lookup: `layer(ids)` maps integer ids (a tensor batch|seq, float cells
     holding ints) to vectors: batch|seq,dim, row `id` of a learned table (vocab -> dim).
     The lookup is `one_hot(ids, vocab)` contracted with the table, so only the looked-up
-    rows get gradient; an id outside [0, vocab) gives a zero vector. The table starts
+    rows get gradient; an id outside [0, vocab) is a RuntimeDataError. The table starts
     normal(0, 1), as torch.nn.Embedding."""
     _check_dim("embedding", "vocab", vocab)
     _check_dim("embedding", "dim", dim)

@@ -25,17 +25,19 @@ def test_one_hot_matches_numpy(ids, batch_axes) -> None:
     np.testing.assert_array_equal(got, np.eye(5)[arr.astype(int)])
 
 
-def test_one_hot_out_of_range_ids_give_zero_rows() -> None:
-    got = oc.eval(oc.nn.one_hot(oc.ndarray(np.array([-1.0, 3.0, 0.0, 2.0])), 3))
-    np.testing.assert_array_equal(got, [[0, 0, 0], [0, 0, 0], [1, 0, 0], [0, 0, 1]])
+def test_one_hot_out_of_range_host_ids_are_errors() -> None:
+    with pytest.raises(oc.RuntimeDataError, match=r"cell \(0,\) is -1.0, outside \[0, 3\) "
+                                                  r"\(2 bad cell"):
+        oc.nn.one_hot(oc.ndarray(np.array([-1.0, 3.0, 0.0, 2.0])), 3)
 
 
-def test_fractional_ids_give_zero_rows_without_checks(monkeypatch) -> None:
-    # With OCANNL_AST_CHECK=1 (the suite's setting) they are a RuntimeDataError
-    # (tests/test_nn_numerics.py); without checks the lookup matches nothing.
-    monkeypatch.setenv("OCANNL_AST_CHECK", "0")
-    got = oc.eval(oc.nn.one_hot(oc.ndarray(np.array([1.5, 2.0])), 3))
-    np.testing.assert_array_equal(got, [[0, 0, 0], [0, 0, 1]])
+def test_ids_computed_in_the_routine_out_of_range_give_zero_rows() -> None:
+    """Ids a routine computes never pass through the host: there the lookup matches
+    nothing (documented), fractional ones too."""
+    computed = oc.ndarray(np.array([-0.5, 1.5, 0.0, 1.0, 0.25])) * 2.0
+    got = oc.eval(oc.nn.one_hot(computed, 3))
+    np.testing.assert_array_equal(got, [[0, 0, 0], [0, 0, 0], [1, 0, 0], [0, 0, 1],
+                                        [0, 0, 0]])
 
 
 @pytest.mark.parametrize("batch", [(2,), (2, 3), ()])

@@ -1,8 +1,9 @@
 """float32 numerics of oc.nn (issue 20, item 6) from the user's side: layer_norm on a
 constant row returns the bias exactly with an exactly zero gain gradient (as PyTorch);
 layer_norm, softmax, log_softmax and cross_entropy stay within float32 rounding of a
-float64 NumPy reference on rows with a large offset; NaN, infinite or fractional ids are a
-RuntimeDataError with OCANNL_AST_CHECK=1 (the suite's setting), wherever the ids come from."""
+float64 NumPy reference on rows with a large offset; NaN, infinite, fractional or
+out-of-range ids are a RuntimeDataError (always, not only with OCANNL_AST_CHECK=1), wherever
+the ids come from."""
 
 from __future__ import annotations
 
@@ -113,16 +114,49 @@ def test_nan_target_ids_behind_a_slice_are_caught() -> None:
     assert targets is not None
 
 
-def test_fractional_ids_pass_without_checks(monkeypatch) -> None:
+def test_fractional_ids_are_errors_without_checks_too(monkeypatch) -> None:
     monkeypatch.setenv("OCANNL_AST_CHECK", "0")
     ids = oc.term("loose_ids", output_dims=[2])
     onehot = oc.nn.one_hot(ids, 3)
     ctx = oc.Context()
-    ctx.set(ids, np.array([0.5, 2.0]))
-    np.testing.assert_array_equal(ctx.eval(onehot), [[0, 0, 0], [0, 0, 1]])
+    with pytest.raises(oc.RuntimeDataError, match=r"cell \(0,\) is 0.5, not a finite integer"):
+        ctx.set(ids, np.array([0.5, 2.0]))
+    ctx.set(ids, np.array([1.0, 2.0]))
+    np.testing.assert_array_equal(ctx.eval(onehot), [[0, 1, 0], [0, 0, 1]])
 
 
-def test_integer_ids_that_are_large_or_negative_are_fine() -> None:
-    ids = oc.ndarray(np.array([-1.0, 1e6, 2.0]))
-    np.testing.assert_array_equal(oc.Context().eval(oc.nn.one_hot(ids, 3)),
-                                  [[0, 0, 0], [0, 0, 0], [0, 0, 1]])
+@pytest.mark.parametrize("bad", [-1.0, 3.0, 1e6])
+def test_ids_out_of_range_are_errors(bad: float) -> None:
+    """As torch.nn.functional.one_hot / nn.Embedding: an id outside [0, vocab) is an
+    error, never a silent zero vector (an off-by-one vocabulary trains on zeros)."""
+    with pytest.raises(oc.RuntimeDataError, match=r"cell \(1,\) is .*outside \[0, 3\)"):
+        oc.nn.one_hot(oc.ndarray(np.array([0.0, bad, 2.0]), label="ids_c"), 3)
+    ids = oc.term("tok_range", batch_dims=[2], output_dims=[2])
+    emb = oc.nn.embedding(3, 4)(ids)
+    ctx = oc.Context()
+    ctx.set(ids, np.array([[0.0, 2.0], [1.0, 2.0]]))
+    assert ctx.eval(emb).shape == (2, 2, 4)
+    with pytest.raises(oc.RuntimeDataError, match=r"'tok_range' holds integer ids .*"
+                                                  r"outside \[0, 3\).*embedding|one_hot"):
+        ctx.set(ids, np.array([[0.0, 2.0], [bad, 2.0]]))
+
+
+def test_the_smallest_vocabulary_among_readers_bounds_the_ids() -> None:
+    ids = oc.term("shared_ids", output_dims=[2])
+    oc.nn.one_hot(ids, 5)
+    oc.nn.one_hot(ids, 3)
+    oc.nn.one_hot(ids, 4)
+    ctx = oc.Context()
+    ctx.set(ids, np.array([2.0, 0.0]))
+    with pytest.raises(oc.RuntimeDataError, match=r"outside \[0, 3\)"):
+        ctx.set(ids, np.array([3.0, 0.0]))
+
+
+def test_integer_precision_ids_are_range_checked() -> None:
+    ids = oc.ndarray(np.array([[0], [1]], dtype=np.uint32), batch_axes=1, label="u_ids",
+                     precision="uint32")
+    np.testing.assert_array_equal(oc.Context().eval(oc.nn.one_hot(ids, 2)).reshape(2, 2),
+                                  [[1, 0], [0, 1]])
+    with pytest.raises(oc.RuntimeDataError, match=r"'u_big' .*outside \[0, 2\)"):
+        oc.nn.one_hot(oc.ndarray(np.array([0, 7], dtype=np.uint32), label="u_big",
+                                 precision="uint32"), 2)

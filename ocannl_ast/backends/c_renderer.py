@@ -287,7 +287,7 @@ class CRenderer:
         match e:
             # (the cases in order of frequency: the node kinds are disjoint)
             case Get(buffer=buf, index=index):
-                if buf.uint4x32 or (self.plain and buf.precision is None):
+                if buf.uint4x32 or (self.plain and buf.precision in (None, Precision.COMPUTE)):
                     return self.cell(buf, index)  # stored as computed: no conversion
                 return self.converted(self.syntax.load(
                     storage(buf, self.prog.precision), self.cell(buf, index),
@@ -339,7 +339,7 @@ class CRenderer:
             case SetCell(buffer=buf, index=index, value=value):
                 if buf.uint4x32:
                     text = self.word(value)
-                elif self.plain and buf.precision is None:
+                elif self.plain and buf.precision in (None, Precision.COMPUTE):
                     text = self.value(value)  # stored as computed: no conversion
                 else:
                     text = self.converted(self.syntax.store(self.storage(buf),

@@ -32,7 +32,9 @@ class Precision(enum.Enum):
     even (`backends.c_syntax`). A buffer may have its own storage precision
     (`Buffer.precision`), one of these or an integer one (UINT32, UINT64, INT32: ids,
     never a routine's precision); a load converts it to the routine's compute precision,
-    a store rounds to it."""
+    a store rounds to it. COMPUTE, a buffer's only: stored in the routine's compute
+    precision (float32 in a 16-bit routine), for state whose small increments a 16-bit
+    cell would lose (step counters, Adam's bias corrections)."""
 
     FLOAT32 = "float32"
     FLOAT64 = "float64"
@@ -41,6 +43,7 @@ class Precision(enum.Enum):
     UINT32 = "uint32"
     UINT64 = "uint64"
     INT32 = "int32"
+    COMPUTE = "compute"
 
     @property
     def compute(self) -> Precision:
@@ -295,7 +298,10 @@ def vec_length(precision: Precision) -> int:
 
 def storage(buf: Buffer, precision: Precision) -> Precision:
     """How `buf`'s cells are stored in a routine of `precision`."""
-    return precision if buf.precision is None or buf.uint4x32 else buf.precision
+    own = buf.precision
+    if own is None or buf.uint4x32:
+        return precision
+    return precision.compute if own is Precision.COMPUTE else own
 
 
 def cell_elems(buf: Buffer, precision: Precision) -> int:

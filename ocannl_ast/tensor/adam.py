@@ -12,7 +12,7 @@ Input: a scalar loss tensor. Output: Code for `Context.compile`, run after `grad
 """
 
 # Written in the @cd dialect: names declared inline ({adam_m}) exist after rewriting.
-# ruff: noqa: F821
+# ruff: noqa: F821, F841
 
 from __future__ import annotations
 
@@ -33,8 +33,10 @@ cd = make_decorator("cd", "ocannl_ast.tensor.dsl")
 @cd
 def adam_one(p, learning_rate, beta1, beta2, eps, weight_decay):
     """One parameter's AdamW step (decoupled weight decay, bias-corrected moments)."""
-    {adam_c1}[...] = beta1 * adam_c1 + (1.0 - beta1)
-    {adam_c2}[...] = beta2 * adam_c2 + (1.0 - beta2)
+    # stored in the compute precision: in 16-bit cells the increments stall (bfloat16's
+    # adam_c2 at 0.25, where 1 - beta2**t is near 1)
+    {adam_c1, precision := "compute"}[...] = beta1 * adam_c1 + (1.0 - beta1)
+    {adam_c2, precision := "compute"}[...] = beta2 * adam_c2 + (1.0 - beta2)
     # torch.optim.AdamW's arithmetic: per cell one square root and two divisions; the
     # corrections' sqrt(c2) and lr / c1 once, before the cells' updates (which then form
     # one nest)

@@ -207,7 +207,7 @@ class Context:
             if arr.shape != dims:
                 raise RuntimeDataError(f"'{ref.tensor.label}' has dims {dims}, got data "
                                        f"of shape {arr.shape}", user_span())
-            id_checks.check_set(ref.tensor, arr)  # integer ids, under OCANNL_AST_CHECK=1
+            id_checks.check_set(ref.tensor, arr)  # ids: integers in [0, vocab)
             if buf.id in self.folded:
                 raise RuntimeDataError(f"'{ref.tensor.label}' is a constant folded into "
                                        f"routine '{self.folded[buf.id]}': make it a param or "

@@ -38,15 +38,16 @@ def node(name: str, *, span: Span | None = None, owner: tuple[Any, ...] = (),
     updates): the first parameter tensor among them names it, `"<p.name>/<name>"`."""
     with at(span):
         slot = fields.pop("slot", None)
+        prec = fields.pop("precision", None)
         dims = {k: fields.pop(k) for k in _FIELDS if k in fields}
         if fields:
             raise DslSyntaxError(f"inline node '{name}': unknown field(s) "
                                  f"{', '.join(sorted(fields))}", user_span())
         p = next((o for o in owner if isinstance(o, Tensor) and o.init is Init.PARAM), None)
         if p is None:
-            return leaves.node(name, slot=slot, **dims)
+            return leaves.node(name, slot=slot, precision=prec, **dims)
         with naming.state_of(p.name):
-            return leaves.node(name, slot=slot, **dims)
+            return leaves.node(name, slot=slot, precision=prec, **dims)
 
 
 def spec_scope(text: str, thunks: Mapping[str, Callable[[], object]]) -> str:

@@ -14,6 +14,7 @@ from .. import naming
 from ..errors import ArgumentError, RuntimeDataError, ShapeError, user_span
 from ..infer.constraints import Origin, RowEq
 from ..infer.shape import DimsArg, Shape, join_shapes
+from ..lowering.loop_ir import Precision
 from . import precisions, validate
 from .builders import accum
 from .init_strategies import InitStrategy
@@ -209,14 +210,20 @@ def _slot_number(slot: str) -> int | None:
 
 
 def node(name: str, *, slot: str | None = None, output_dims: DimsArg = None,
-         input_dims: DimsArg = None, batch_dims: DimsArg = None) -> Tensor:
+         input_dims: DimsArg = None, batch_dims: DimsArg = None,
+         precision: str | None = None) -> Tensor:
     """A persistent non-differentiable node declared inline in @cd code (`{x}[...] = ...`);
     zeros until written. With `slot` ("lhs", "rhs1", ...) it takes that slot's shape in the
-    operation whose projections are in context."""
+    operation whose projections are in context. `precision`: a float one, or "compute" (the
+    routine's arithmetic: float32 in a 16-bit context), for state that 16-bit cells would
+    stall (a counter, a running product)."""
     validate.leaf_args("node", name, output_dims, input_dims, batch_dims, None)
+    prec = (Precision.COMPUTE if precision == "compute" else
+            precisions.parse("node", precision, integers=False))
     shape = Shape.make(name, batch_dims=batch_dims, output_dims=output_dims,
                        input_dims=input_dims)
     t = Tensor(name, shape, Init.NODE, name=naming.declare(name))
+    t.precision = prec
     naming.note_state(t)  # optimizer state of a param: renamed with it
     if slot is not None:
         rec = current_record.get()

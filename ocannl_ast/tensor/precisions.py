@@ -58,7 +58,10 @@ def parse(fn: str, precision: Any, *, integers: bool, none: bool = True) -> Prec
 def of(t: Tensor, kind: NodeKind, context: Precision) -> Precision:
     """How the buffer of `t`'s value or grad is stored in a context of `context` precision."""
     owner, _ = node_owner(t, kind)
-    return owner.precision if owner.precision is not None and not owner.uint4x32 else context
+    own = owner.precision
+    if own is None or owner.uint4x32:
+        return context
+    return context.compute if own is Precision.COMPUTE else own
 
 
 def kept(tensors: Iterable[Tensor], routine: Precision) -> set[int]:

@@ -8,7 +8,8 @@ update number k (1-based) sees the value k - 1.
 
 A schedule is an ordinary tensor expression of its counter: `adam_update(loss,
 learning_rate=oc.lr_cosine(0.01, 1000))` computes the rate in the routine from the step.
-Counters are float cells: exact up to 2**24 steps in float32.
+Counters are float cells stored in the routine's compute precision (float32 in a 16-bit
+context, where a 16-bit cell would stop counting at 256 or 2048): exact up to 2**24 steps.
 
 A user's own optimizer (a @cd function reading a schedule) gets the same behaviour: a
 routine whose code updates a parameter and reads step counters it never increments is
@@ -45,7 +46,7 @@ def step_counter(label: str = "step") -> Tensor:
     Example: ``t = oc.step_counter(); lr = 0.1 / (1.0 + t)`` is a 1/t decay: the optimizer
     that uses ``lr`` (or whose loss reads ``t``) increments ``t`` after each update."""
     validate.check_str("step_counter", "label", label)
-    t = node(label, output_dims=[1])
+    t = node(label, output_dims=[1], precision="compute")  # exact past 2**8 steps in bfloat16
     _COUNTERS[t.id] = t
     return t
 

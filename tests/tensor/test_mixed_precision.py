@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import ocannl_ast as oc
+from safetensors import safe_open
 
 ROOT = Path(__file__).resolve().parents[2]
 HALF = ("float16", "bfloat16")
@@ -329,3 +330,70 @@ def test_memory_report_counts_16_bit_cells() -> None:
     full, half_ = reports["float32"], reports["bfloat16"]
     assert half_.allocated_bytes <= 0.55 * full.allocated_bytes
     assert half_.live_peak_bytes * 2 == full.live_peak_bytes > 0
+
+
+# ---- optimizer state that counts: stored in the compute precision -------------------------
+
+
+def _entry(path: Path, key: str) -> np.ndarray:
+    """One checkpoint entry (NumPy cannot read the file's bfloat16 ones)."""
+    with safe_open(str(path), framework="np") as f:
+        return f.get_tensor(key)
+
+
+@pytest.mark.parametrize("precision", [*HALF, "float32", "float64"])
+def test_step_counter_and_adam_corrections_keep_counting(precision: str,
+                                                         tmp_path: Path) -> None:
+    """A 16-bit cell stops counting at 256 (bfloat16) or 2048 (float16), and Adam's
+    `c <- beta * c + (1 - beta)` stalls (bfloat16's c2 at 0.25 instead of 1 - 0.999**t):
+    counters and the bias corrections are stored in the compute precision, so a schedule
+    and Adam's step sizes match float32 training (torch computes them in Python floats)."""
+    oc.set_seed(0)
+    x = oc.ndarray(np.linspace(-1, 1, 8).reshape(4, 2), batch_axes=1, label="x")
+    w = oc.param("w", output_dims=[1], input_dims=[2])
+    step = oc.step_counter("seen")
+    loss = oc.einsum("..b..|o => 0", (w @ x) * (w @ x)) + 0.0 * step
+    ctx = oc.Context(precision=precision)
+    code = [oc.grad_update(loss), oc.adam_update(loss, learning_rate=0.0)]
+    train = ctx.compile(code)  # a zero rate: the weights stay put, the state advances
+    n = 600
+    for _ in range(n):
+        train()
+    assert ctx.get(step).tolist() == [float(n)]
+    path = tmp_path / "state.safetensors"
+    ctx.save(path)
+    compute = np.float64 if precision == "float64" else np.float32
+    for key, beta in (("w/adam_c1", 0.9), ("w/adam_c2", 0.999)):
+        got = _entry(path, key)  # the weights are 16-bit entries, these float32
+        assert got.dtype == compute
+        np.testing.assert_allclose(got, 1.0 - beta**n, rtol=2e-5)
+    again = oc.Context(precision=precision)  # and they load back
+    again.compile(code)
+    again.load(path)
+    assert again.get(step).tolist() == [float(n)]
+
+
+@oc.cd
+def _count_updates(p):
+    {updates_seen, precision := "compute"}[...] = updates_seen + 1.0
+
+
+@oc.cd
+def _bad_precision_node(p):
+    {bad_seen, precision := "float8"}[...] = bad_seen + 1.0
+
+
+def test_a_user_node_may_be_stored_in_the_compute_precision(tmp_path: Path) -> None:
+    """`{x, precision := "compute"}` in a user's @cd code: float32 cells in a bfloat16
+    context, so it counts past 256; another word is a located ArgumentError."""
+    p = oc.param("p", output_dims=[1])
+    ctx = oc.Context(precision="bfloat16")
+    run = ctx.compile(_count_updates(p))
+    for _ in range(300):
+        run()
+    ctx.save(tmp_path / "n.safetensors")
+    seen = _entry(tmp_path / "n.safetensors", "updates_seen")
+    assert seen.dtype == np.float32 and seen.tolist() == [300.0]
+    with pytest.raises(oc.ArgumentError, match="node: precision must be one of") as e:
+        _bad_precision_node(p)
+    assert "test_mixed_precision.py" in str(e.value)
