@@ -111,6 +111,7 @@ class _Derivation:
         self.label_slots: dict[str, list[int]] = {}  #: parallel to `labels`
         self.stacked: dict[int, int] = {}  #: stacked axis id -> count
         self.gates: dict[int, str] = {}  #: operand index -> its stacking component label
+        self.severed: list[tuple[int, int]] = []  #: (size-1 axis read at 0, axis it meets)
 
     def ineq(self, cur: tuple[int, ...], sub: tuple[int, ...]) -> None:
         """Rules 2, 3, 5: align from the right; a size-one sub axis is severed at 0."""
@@ -121,6 +122,7 @@ class _Derivation:
             a, b = cur[-j], sub[-j]
             if self.uf.size[b] == 1 and self.uf.size[a] != 1:
                 self.uf.pin_to(b, 0)
+                self.severed.append((b, a))
             else:
                 self.uf.union(a, b)
 
@@ -408,6 +410,31 @@ def derive_projections(logic: Logic, lhs: ShapeDims, rhs: list[ShapeDims]) -> Pr
         if len(_DERIVED) >= _MAX_DERIVED:
             _DERIVED.clear()
         _DERIVED[key] = out
+    return out
+
+
+def reduced_broadcasts(logic: Logic, lhs: ShapeDims, rhs: list[ShapeDims]
+                       ) -> list[tuple[int, int, int, int, int]]:
+    """The operands' size-1 axes read at position 0 (broadcast) along a summed-over class
+    (not the result's) that another operand's axis of size n > 1 iterates: ``(slot, axis,
+    other slot, other axis, n)``, operands numbered from 1, axes counted across the rows.
+    Such a product multiplies one cell by the sum of the other's axis (`x @ w` with x of 1
+    feature and w of 3). Example: ``reduced_broadcasts(Compose(), ((), (2,), ()),
+    [((), (2,), (3,)), ((), (1,), ())])`` -> ``[(2, 0, 1, 1, 3)]``."""
+    d = _Derivation(logic, lhs, rhs)
+    d.run()
+    where = {i: (slot, k) for slot, t in enumerate(d.ids)
+             for k, i in enumerate(i for row in t for i in row)}
+    in_result = {d.uf.find(i) for row in d.ids[0] for i in row}
+    out: list[tuple[int, int, int, int, int]] = []
+    for b, a in d.severed:
+        r = d.uf.find(a)
+        if r in in_result or b not in where:
+            continue
+        hit = next((i for i, (s, _) in where.items() if s >= 1 and s != where[b][0]
+                    and d.uf.find(i) == r and d.uf.size[i] > 1), None)
+        if hit is not None:
+            out.append((*where[b], *where[hit], d.uf.size[hit]))
     return out
 
 

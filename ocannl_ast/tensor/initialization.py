@@ -9,7 +9,7 @@ from collections.abc import Container, Sequence
 
 import numpy as np
 
-from ..errors import RuntimeDataError
+from ..errors import RuntimeDataError, user_span
 from ..lowering import assignments as A
 from ..lowering.loop_ir import Precision
 from ..records import record
@@ -76,7 +76,7 @@ def init_plan(todo: Sequence[Tensor], precision: Precision) -> InitPlan:
             codes.append(Code((FetchItem(buf, A.ConstantFill(float(v))),)))
         elif isinstance(v, np.ndarray):
             close_tensors([t])
-            data.append((t, v.reshape(t.dims()) if v.size == int(np.prod(t.dims())) else v))
+            data.append((t, _init_data(t, v)))
         elif (v is None or isinstance(v, InitStrategy)) and t.init is Init.PARAM:
             close_tensors([t])
             init = _strategy_init(t, v, precision)
@@ -98,3 +98,19 @@ def _strategy_init(t: Tensor, strategy: InitStrategy | None, precision: Precisio
     if d.normal:
         return random_init(t, current_seed(), precision, normal=(d.mean, d.std))
     return random_init(t, current_seed(), precision, d.low, d.high)
+
+
+def _init_data(t: Tensor, v: np.ndarray) -> np.ndarray:
+    """An init array for `t`'s dims: the same shape, flat data of as many cells, or the
+    same shape up to size-1 axes; anything else (a weight given the NumPy `x @ W` way
+    round) is a RuntimeDataError at the tensor's line, never a silent reshape."""
+    dims = t.dims()
+    if v.shape == dims or v.size != int(np.prod(dims)):
+        return v  # a different number of cells: `Context.set` says so
+    if v.ndim <= 1 or [n for n in v.shape if n != 1] == [n for n in dims if n != 1]:
+        return v.reshape(dims)
+    hint = (": transposed? A weight's dims are its output dims, then its input dims"
+            if sorted(v.shape) == sorted(dims) else "")
+    raise RuntimeDataError(f"'{t.label}' has dims {dims} (batch, output, then input axes), "
+                           f"got init data of shape {v.shape}{hint}",
+                           getattr(t.shape, "span", None) or user_span())

@@ -2,8 +2,8 @@
 assignments IR -> simplify -> loop IR -> fold constants -> unroll -> inline -> fuse epilogues
 -> interchange, fuse nests, parallel loops (`pipeline_passes`) -> bind static arguments -> a
 backend renders or compiles it. Each pass is a function from one IR to the next (the loop-IR
-passes also return what they decided); `STAGES` lists them in order; with OCANNL_AST_CHECK=1 the assignments IR is verified after each stage that makes
-it, and the loop IR once, after the last loop-IR stage.
+passes also return what they decided); `STAGES` lists them in order; OCANNL_AST_CHECK=1
+verifies the assignments IR after each stage making it, the loop IR after the last stage.
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ from .node import (
     buffer_id,
     buffer_ids,
 )
+from .param_sums import check_param_sums
 from .pipeline_passes import (
     NO_ENTRIES,
     Decided,
@@ -88,8 +89,7 @@ class Options:
     #: projections the caller derived before (they never change once shapes are closed)
     projections: Mapping[OpRecord, A.Projections] = NO_ENTRIES
     #: name the routine `<name>_<digest of the program>` (`lowering.digest`): the same
-    #: program gets the same name, hence the same source and compile-cache entry, whatever
-    #: the process built before
+    #: program, the same name, source and compile-cache entry, whatever was built before
     content_named: bool = False
     #: run the scheduling passes (`pipeline_passes`; None: OCANNL_AST_SCHEDULE)
     schedule: bool | None = None
@@ -200,8 +200,8 @@ def lay_out(code: Code, table: Mapping[OpRecord, A.Projections],
 def record_projections(rec: OpRecord) -> A.Projections:
     """The projections of one operation, from its logic and its operands' closed shapes."""
     try:
-        return derive_record_projections(
-            rec.logic, rec.result.layout_rows(), [o.layout_rows() for o in rec.operands])
+        check_param_sums(rec, rows := [o.layout_rows() for o in rec.operands])
+        return derive_record_projections(rec.logic, rec.result.layout_rows(), rows)
     except ShapeError as e:
         raise e.with_span(rec.span) from None
 

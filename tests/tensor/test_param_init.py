@@ -83,3 +83,23 @@ def test_bit_identical_across_processes() -> None:
     assert outs[0] == outs[1]
     got = np.frombuffer(bytes.fromhex(outs[0]), np.float32).reshape(4, 3)
     np.testing.assert_array_equal(got, reference_values(("xproc", 0), 42, (4, 3)))
+
+
+def test_init_array_of_another_shape_is_an_error_not_a_reshape() -> None:
+    """Found by a user-side check: a (2, 3) array for a (3, 2) weight was reshaped row-major
+    and the model trained from scrambled weights. Flat data and size-1 axes still fit."""
+    init = np.arange(6.0).reshape(2, 3)
+    w = oc.param("w_t", output_dims=[3], input_dims=[2], init=init)
+    with pytest.raises(oc.RuntimeDataError, match=r"'w_t' has dims \(3, 2\).*shape \(2, 3\): "
+                                                  r"transposed\?") as e:
+        oc.eval(w)
+    assert "test_param_init.py" in str(e.value)
+    w2 = oc.param("w_3d", output_dims=[3, 2], init=np.arange(6.0).reshape(2, 3))
+    with pytest.raises(oc.RuntimeDataError, match="'w_3d' has dims"):
+        oc.eval(w2)
+    flat = oc.param("w_flat", output_dims=[3], input_dims=[2], init=np.arange(6.0))
+    np.testing.assert_array_equal(oc.eval(flat), np.arange(6.0).reshape(3, 2))
+    col = oc.param("w_col", output_dims=[3], init=np.arange(3.0).reshape(3, 1))
+    np.testing.assert_array_equal(oc.eval(col), [0.0, 1.0, 2.0])
+    exact = oc.param("w_ok", output_dims=[3], input_dims=[2], init=init.T)
+    np.testing.assert_array_equal(oc.eval(exact @ oc.ndarray([1.0, 0.0])), [0.0, 1.0, 2.0])

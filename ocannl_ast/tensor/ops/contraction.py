@@ -23,6 +23,7 @@ from ..node import Code, NodeRef, Tensor
 from .base import Asn, apply
 from .pointwise import eq, where
 from .pooling import window_operand
+from .spec_checks import check_product_spec
 
 cd = make_decorator("cd", "ocannl_ast.tensor.dsl")
 
@@ -101,6 +102,7 @@ def einsum(spec: str, *tensors: Any, window: Mapping[str, int] | None = None) ->
     if window is not None:
         parsed, ones = window_operand(spec, window, 1.0)
         tensors = (*tensors, ones)
+    check_product_spec("einsum", parsed)
     n = len(tensors)
     if n not in _EINSUM_ASNS:
         _EINSUM_ASNS[n] = _einsum_asns(n)
@@ -153,7 +155,9 @@ def einsum_max(spec: str, a: Any, b: Any = None, *more: Any,
         if b is not None:
             raise ShapeError("einsum_max: window= is for the unary form", user_span())
         parsed, zeros = window_operand(spec, window, -0.0)
+        check_product_spec("einsum_max", parsed)
         return apply("einsum_max", Einsum(parsed), _max_op2, _max_grad2, a, zeros)
+    check_product_spec("einsum_max", parsed)
     if b is None:
         return apply("einsum_max", Einsum(parsed), _max_op1, _max_grad1, a)
     return apply("einsum_max", Einsum(parsed), _max_op2, _max_grad2, a, b)
