@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..errors import ShapeError
-from ..infer.projections import reduced_broadcasts
+from ..infer.projections import ShapeDims, reduced_broadcasts
 from .node import Init, OpRecord, Tensor
 
 
@@ -25,7 +25,7 @@ def _is_param(t: Tensor) -> bool:
     return t.base().init is Init.PARAM
 
 
-def check_param_sums(rec: OpRecord, rows: Sequence[tuple[tuple[int, ...], ...]]) -> None:
+def check_param_sums(rec: OpRecord, rows: Sequence[ShapeDims]) -> None:
     """Raise a ShapeError when a size-1 operand axis broadcasts along a parameter's
     summed-over axis of size > 1 in `rec` (operand rows `rows`, from `layout_rows`)."""
     ops = rec.operands
