@@ -134,7 +134,9 @@ def value_and_grad(loss: Tensor, wrt: list[Tensor] | Tensor, *, ctx: Context | N
                    ) -> tuple[_np.ndarray, list[_np.ndarray]]:
     """The loss value and its gradients with respect to `wrt` (params or other tensors),
     in `ctx` (by default `oc.default_context(backend)`), with its current params. A tensor
-    the loss does not depend on gets a zero gradient; a bare tensor is read as a list of one."""
+    the loss does not depend on gets a zero gradient; a bare tensor is read as a list of one.
+    A loss of several cells is backpropagated as the sum of its cells (each seeded with 1,
+    as OCANNL's backprop)."""
     wrt = _validate.grad_args(loss, wrt)
     c = _context(ctx, backend, precision)
     if ctx is None:
@@ -142,7 +144,8 @@ def value_and_grad(loss: Tensor, wrt: list[Tensor] | Tensor, *, ctx: Context | N
     with c.lock:
         reached = {t.id for t in loss.subgraph()}
         keep: list[Tensor | NodeRef] = [loss, *(w.grad for w in wrt if w.id in reached)]
-        c.compile([loss.forward_all(), loss.backprop], keep=keep)()
+        # content-named as any unnamed routine, its stem telling errors where it comes from
+        c._compile([loss.forward_all(), loss.backprop], "value_and_grad", True, keep)()
         infer_shapes(*(w for w in wrt if w.id not in reached))
         grads = [c.get(w.grad) if w.id in reached else _np.zeros(w.dims(), c.dtype)
                  for w in wrt]

@@ -122,3 +122,35 @@ def test_einsum_max_with_three_tensors_says_it_takes_one_or_two() -> None:
     a = oc.ndarray(np.ones(3))
     _located(oc.ArgumentError, lambda: oc.einsum_max("i;i;i=>i", a, a, a),
              "einsum_max takes one or two tensors", "got 3")
+
+
+@pytest.mark.parametrize("update", ["sgd", "adam"])
+def test_an_update_without_grad_update_says_how_gradients_are_computed(update: str) -> None:
+    """A plausible mistake (user-side check): the update compiled without
+    oc.grad_update(loss); the error names the gradients and how they are computed."""
+    rng = np.random.default_rng(0)
+    loss = oc.nn.mse(oc.nn.linear(1)(oc.ndarray(rng.normal(size=(4, 3)), batch_axes=1)),
+                     oc.ndarray(rng.normal(size=(4, 1)), batch_axes=1))
+    code = (oc.sgd_update(loss, learning_rate=0.1) if update == "sgd"
+            else oc.adam_update(loss, learning_rate=0.1))
+    step = oc.Context().compile(code)
+    with pytest.raises(oc.RuntimeDataError, match=r"'w_grad'.*computed by "
+                                                  r"oc.grad_update\(loss\)") as e:
+        step()
+    assert "test_located_call_errors.py" in str(e.value)
+
+
+def test_eval_and_value_and_grad_of_a_batch_slice_say_how_to_pass_the_index() -> None:
+    rng = np.random.default_rng(0)
+    xs = oc.ndarray(rng.normal(size=(2, 4, 3)), batch_axes=2)
+    ys = oc.ndarray(rng.normal(size=(2, 4, 1)), batch_axes=2)
+    bi = oc.static_index("batch")
+    loss = oc.nn.mse(oc.nn.linear(1)(xs.batch_slice(bi)), ys.batch_slice(bi))
+    ctx = oc.Context()
+    for fn, call in (("eval", lambda: ctx.eval(loss)),
+                     ("value_and_grad", lambda: oc.value_and_grad(loss, loss.params(), ctx=ctx))):
+        with pytest.raises(oc.ArgumentError, match=rf"{fn} runs code reading the static index "
+                                                   r"'batch'.*ctx.compile\(t.forward\)\(batch=0\)"):
+            call()
+    ctx.compile(loss.forward)(batch=1)
+    assert np.isfinite(ctx.get(loss)).all()

@@ -141,6 +141,11 @@ class Routine:
     def _statics(self, args: tuple[int, ...], kwargs: dict[str, int]) -> list[int]:
         vals = list(args)
         for s in self.prog.static_args[len(vals):]:
+            if s.name not in kwargs and self.stem in ("eval", "value_and_grad"):
+                validate.fail(ArgumentError, f"{self.stem} runs code reading the static index "
+                              f"'{s.name}' (a batch_slice?), and it has no way to pass one: "
+                              "compile the code and call it with the index, e.g. "
+                              f"ctx.compile(t.forward)({s.name}=0)")
             if s.name not in kwargs:
                 names = [x.name for x in self.prog.static_args]
                 odd = sorted(k for k in kwargs if k not in names)
@@ -197,6 +202,10 @@ class Routine:
                 inline = sorted({self.ctx.virtual[b] for b in missing if b in self.ctx.virtual})
                 why = (f"; routine(s) {', '.join(inline)} computed it inline (virtualized) "
                        "and now keep it: run them again first" if inline else "")
+                if any(b.id in missing and b.name.endswith("_grad") for b in self.prog.buffers):
+                    why += ("; a gradient is computed by oc.grad_update(loss): compile it first "
+                            "in the same routine, ctx.compile([oc.grad_update(loss), "
+                            "oc.sgd_update(loss, ...)]), or run a routine that has it before")
                 raise RuntimeDataError(f"{names} has no value: set it with ctx.set(...) before "
                                        f"running code that reads it{why}", user_span())
         self._rebind_if_needed()

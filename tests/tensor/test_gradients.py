@@ -574,3 +574,12 @@ def test_comparison_result_not_differentiable(name: str) -> None:
         oc.eval(loss, precision="float64").reshape(()),
         float(getattr(np, {"lt": "less", "le": "less_equal", "eq": "equal",
                            "ne": "not_equal"}[name])([1.0, 2.0], [2.0, 2.0]).sum()))
+
+
+def test_a_loss_of_several_cells_backpropagates_their_sum() -> None:
+    """Documented (docs/training.md), as OCANNL's backprop: each cell's gradient is seeded
+    with 1, so value_and_grad of a vector is the gradient of its sum."""
+    s = oc.ndarray([1.0, 2.0], grad_spec="require", label="s_sum")
+    value, (g,) = oc.value_and_grad(s * s, [s], ctx=oc.Context(precision="float64"))
+    np.testing.assert_array_equal(value, [1.0, 4.0])
+    np.testing.assert_array_equal(g, [2.0, 4.0])
