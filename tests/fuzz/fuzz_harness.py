@@ -36,8 +36,9 @@ def seeds(category: int, n: int) -> list[int]:
 class Program:
     """One generated program. `build` defines `t` (the tensor to check) from `rng` data;
     `oracle` defines `want` from the build's names, `got` and `get` (ctx.get, for random
-    params); `expect` is "value", "shape_error" (must raise oc.ShapeError), or "either"
-    (a ShapeError, or a value the oracle accepts)."""
+    params); `expect` is "value", "shape_error" (must raise oc.ShapeError), "spec_error"
+    (must raise oc.SpecError: a result label no operand names), or "either" (a
+    ShapeError, or a value the oracle accepts)."""
 
     kind: str  #: generator name, e.g. "einsum/basic"
     seed: int
@@ -106,11 +107,15 @@ def _check_error(b: _Built) -> str | None:
     e = b.error
     if isinstance(e, oc.ShapeError) and b.p.expect in ("shape_error", "either"):
         return None
+    if isinstance(e, oc.SpecError) and b.p.expect == "spec_error":
+        return None
     return _fail(b.p, f"raised {type(e).__name__}: {str(e).splitlines()[0][:300]}")
 
 
 def _check_value(b: _Built, ctx: oc.Context) -> str | None:
     p = b.p
+    if p.expect == "spec_error":
+        return _fail(p, "no SpecError for a result label no operand names")
     if p.expect == "shape_error":
         return _fail(p, "no ShapeError for inconsistent sizes; got shape "
                         f"{ctx.get(b.tensor).shape}")

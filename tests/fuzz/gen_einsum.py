@@ -96,7 +96,7 @@ def _result(rng: random.Random, s: Spec, k: Knobs, rvs: list[str]) -> None:
     rng.shuffle(out)
     if rng.random() < k.features / 2:
         extra = _fresh(rng, s.multi, s.sizes, 1)
-        s.sizes[extra[0]] = 1  # no operand constrains it: closes to 1
+        s.sizes[extra[0]] = 1  # no operand names it: a SpecError
         out.insert(rng.randint(0, len(out)), extra[0])
         s.tags.add("result_only")
     if out and rng.random() < k.features / 3:
@@ -221,8 +221,10 @@ def to_program(kind: str, seed: int, s: Spec, k: Knobs) -> Program:
            for rows, dims in zip(all_rows, all_dims, strict=True)
            for ax, d in zip(rows[0] + rows[1] + rows[2], dims, strict=True)):
         tags.add("bcast")  # a size-1 axis read against a larger label
+    # a result label no operand names is a SpecError (a typo, as NumPy says)
     return Program(kind, seed, f"spec {spec!r} sizes {sizes}", "\n".join(lines) + "\n",
-                   oracle, tags=frozenset(tags))
+                   oracle, expect="spec_error" if "result_only" in tags else "value",
+                   tags=frozenset(tags))
 
 
 def einsum_programs(kind: str, seed_list: list[int], k: Knobs) -> list[Program]:

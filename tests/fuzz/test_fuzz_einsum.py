@@ -15,7 +15,8 @@ def _run(kind: str, category: int, n: int, k: Knobs) -> None:
 
 
 def test_fuzz_einsum_basic() -> None:
-    """1-3 operands: rows, row variables, diagonals, fixed indices, result-only axes."""
+    """1-3 operands: rows, row variables, diagonals, fixed indices; a result-only label
+    is a SpecError."""
     _run("einsum/basic", 1, 800, Knobs(features=0.4))
 
 
