@@ -156,3 +156,64 @@ def test_flatten_needs_known_output_dims() -> None:
         oc.nn.flatten(x)
     with pytest.raises(oc.ArgumentError, match="flatten: x must be an oc.Tensor"):
         oc.nn.flatten(np.zeros(3))
+
+
+def _linear_ref(ctx: oc.Context, logits: oc.Tensor, flat: np.ndarray) -> np.ndarray:
+    """NumPy's `flat @ w.T + b` with the values of the linear layer that made `logits`."""
+    w, b = (next(p for p in logits.params() if p.label == n) for n in "wb")
+    return flat @ ctx.get(w).T + ctx.get(b)
+
+
+@pytest.mark.parametrize("shape", [(3, 2, 1, 2), (3, 3, 1, 2), (3, 1, 1, 2), (3, 1, 3, 2),
+                                   (3, 1, 1, 1), (1, 1, 1, 5), (2, 1, 2, 1, 3)])
+def test_flatten_with_a_leading_size_1_axis_then_linear(shape: tuple[int, ...]) -> None:
+    """A first output axis of size 1 before two or more others (B|1,1,C after a global
+    pooling, B|1,W,C) left the flattened size unsolved (`2*?h<+1*2`), and the linear built
+    on it failed ("parameter 'w': a dimension is not determined by any use"). Built without
+    evaluating the flattened tensor first; values as NumPy's reshape and matmul."""
+    xs = np.random.default_rng(8).normal(size=shape)
+    flat = oc.nn.flatten(oc.ndarray(xs, batch_axes=1))
+    logits = oc.nn.linear(4)(flat)
+    ctx = oc.Context(precision="float64")
+    got = ctx.eval(logits)
+    want_flat = xs.reshape(shape[0], -1)
+    oc.testing.assert_shape(flat, f"{shape[0]}|{want_flat.shape[1]}")
+    np.testing.assert_array_equal(ctx.eval(flat), want_flat)
+    np.testing.assert_allclose(got, _linear_ref(ctx, logits, want_flat), rtol=1e-12)
+
+
+def test_global_average_pool_head_matches_numpy() -> None:
+    """conv -> avg_pool2d over the whole image (B|1,1,C) -> flatten (B|C) -> linear."""
+    img = np.random.default_rng(9).normal(size=(3, 4, 4, 2))
+    conv = oc.nn.conv2d(6, 3, padding="valid")
+    feats = conv(oc.ndarray(img, batch_axes=1))  # 3|2,2,6
+    flat = oc.nn.flatten(oc.nn.avg_pool2d(2)(feats))  # 3|1,1,6 -> 3|6
+    logits = oc.nn.linear(5)(flat)
+    ctx = oc.Context(precision="float64")
+    got = ctx.eval(logits)
+    assert got.shape == (3, 5)
+    kernel, bias = (next(p for p in logits.params() if p.label == n)
+                    for n in ("kernel", "bias"))
+    wk = ctx.get(kernel)  # (out_ch, kh, kw, in_ch)
+    conv_ref = np.stack([np.stack([np.einsum("bxyc,oxyc->bo", img[:, i:i + 3, j:j + 3], wk)
+                                   for j in range(2)], axis=1) for i in range(2)], axis=1)
+    conv_ref = conv_ref + ctx.get(bias)
+    np.testing.assert_allclose(ctx.eval(feats), conv_ref, rtol=1e-12)
+    pooled = conv_ref.mean(axis=(1, 2))
+    np.testing.assert_allclose(ctx.eval(flat), pooled, rtol=1e-12)
+    np.testing.assert_allclose(got, _linear_ref(ctx, logits, pooled), rtol=1e-12)
+
+
+def test_flatten_of_a_1xw_conv_then_linear_matches_numpy() -> None:
+    """A 1-D signal as a 1 x W image: conv (1, 3) gives B|1,W',C, flattened to B|W'*C."""
+    sig = np.random.default_rng(10).normal(size=(3, 1, 13, 1))
+    feats = oc.nn.conv2d(4, (1, 3), padding="valid")(oc.ndarray(sig, batch_axes=1))
+    flat = oc.nn.flatten(feats)
+    logits = oc.nn.linear(5)(flat)
+    ctx = oc.Context(precision="float64")
+    got = ctx.eval(logits)
+    assert got.shape == (3, 5)
+    f = ctx.eval(feats)
+    assert f.shape == (3, 1, 11, 4)
+    np.testing.assert_array_equal(ctx.eval(flat), f.reshape(3, 44))
+    np.testing.assert_allclose(got, _linear_ref(ctx, logits, f.reshape(3, 44)), rtol=1e-12)

@@ -192,8 +192,9 @@ def _close_dims(s: SolverState, bounds: Bounds, dims: DimOccs, leaf_dims: set[in
     # before interiors close to 1: a parameter's dim that nothing bounds, neither itself
     # nor an interior dim above it (an einsum label over it: label >= the operand's axis)
     # (a size-1 axis computed from size-1 axes bounds what is above it as data of size 1
-    # does: everything above a bounded dim counts as bounded, issue 21)
-    used = set(bounds.above(sorted(at_least.keys() | one_bounded_ids(s))))
+    # does: everything above a bounded dim counts as bounded, issue 21; so does a dim
+    # above an affine dim whose variables are bounded)
+    used = bounds.bounded(at_least.keys() | one_bounded_ids(s))
     _check_params(dims, [v for v in sorted(leaf_dims)
                          if v in bounds.under_label and not bounds.reaches(v, used)])
     if _unit_excluded(s, bounds, o):

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .constraints import DimAtLeast, DimIneq, RowIneq
-from .terms import Dim, DimTerm, DimVar, Row
+from .terms import AffineDim, Dim, DimTerm, DimVar, Row, dim_vars
 
 if TYPE_CHECKING:
     from .state import SolverState
@@ -32,6 +32,8 @@ class Bounds:
         self.under_label: set[int] = set()  #: dim vars an einsum label bounds from above
         #: dim vars bounded from below by something other than a size-1 axis
         self.lower_bounded: set[int] = set()
+        #: `cur >= affine` waiting on the affine's size: (the affine's dim vars, cur's var)
+        self.affine_below: list[tuple[frozenset[int], int]] = []
         self.one_bounded = one_bounded_ids(s)
         self._lub_memo: dict[tuple[int, bool], int | None] = {}  #: `row_lub_len` answers
         self._cuts = 0  #: walks `row_lub_len` cut at a row seen before (a cycle)
@@ -59,6 +61,10 @@ class Bounds:
                     up = s.subst_dim(c.cur)
                     if isinstance(up, DimVar) and d != Dim(1):
                         self.lower_bounded.add(up.id)
+                        if isinstance(d, AffineDim):
+                            parts: set[tuple[str, int]] = set()
+                            dim_vars(d, parts)
+                            self.affine_below.append((frozenset(i for _, i in parts), up.id))
                 case DimAtLeast():
                     d = s.subst_dim(c.d)
                     if isinstance(d, DimVar):
@@ -174,6 +180,19 @@ class Bounds:
                     seen.add(cur.id)
                     todo.append(cur.id)
         return sorted(seen)
+
+    def bounded(self, seeds: set[int]) -> set[int]:
+        """`seeds` and every dim variable above them (`above`), and above an affine dim
+        all of whose variables are among those: `cur >= 2*h+w` with `h` and `w` bounded
+        (a size-1 axis merged by flatten: `h >= 1` closes to 1) is bounded by the affine's
+        size, known once they close, as `cur >= h` is by `h`."""
+        out = set(self.above(sorted(seeds)))
+        grown = True
+        while grown:
+            new = [cur for vs, cur in self.affine_below if cur not in out and vs <= out]
+            out.update(self.above(new))
+            grown = bool(new)
+        return out
 
     def reaches(self, v: int, targets: set[int]) -> bool:
         """Whether `v` or a variable above it (v <= w <= ...) is one of `targets`."""

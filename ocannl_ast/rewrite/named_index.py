@@ -168,15 +168,17 @@ def is_whole(sub: cst.Subscript) -> bool:
 
 
 def split_reduction(
-    original: cst.BaseExpression, updated: cst.BaseExpression, loc: Locator
+    original: cst.BaseExpression, updated: cst.BaseExpression, loc: Locator,
+    dialect: str = "@cd", accepted: Sequence[str] = REDUCERS,
 ) -> Reduction:
-    """Peel `reducer[indices](body)` off a right-hand side (reducer None when absent)."""
+    """Peel `reducer[indices](body)` off a right-hand side (reducer None when absent).
+    An unknown reducer's message lists those the `dialect` (@op or @cd) `accepted`."""
     if is_subscript_call(original) and not is_subscript_call(original, REDUCERS):
         head = cst.ensure_type(cst.ensure_type(original, cst.Call).func, cst.Subscript)
         raise loc.error(
             head.value,
             f"unknown reducer `{cst.ensure_type(head.value, cst.Name).value}[...]`: the "
-            f"reducers are {', '.join(REDUCERS)}, e.g. y[i] = sum[j](x[i, j])",
+            f"{dialect} reducers are {', '.join(accepted)}, e.g. y[i] = sum[j](x[i, j])",
         )
     if not is_subscript_call(original, REDUCERS):
         return Reduction(None, (), original, updated, original)

@@ -138,7 +138,8 @@ class OpTransformer(DialectTransformer):
             )
         values = self.values()
         lhs = named_index.parse_row(target, values, self.loc)
-        red = named_index.split_reduction(original.value, updated.value, self.loc)
+        red = named_index.split_reduction(original.value, updated.value, self.loc, "@op",
+                                          tuple(OP_REDUCER_BUILDER))
         builder, subs, exprs = self._operands(red)
         rows = [named_index.parse_row(s, values, self.loc) for s in subs]
         named_index.check_consumed(lhs, rows, red, self.loc)

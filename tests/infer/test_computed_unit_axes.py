@@ -80,3 +80,20 @@ def test_attention_on_a_computed_one_feature_input() -> None:
     computed = oc.eval(layer(oc.ndarray(data, batch_axes=1) * 1.0))
     assert computed.shape == (2, 4, 1)
     np.testing.assert_allclose(computed, from_data, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("computed", [False, True])
+def test_param_above_an_affine_of_a_computed_unit(computed: bool) -> None:
+    """`2*h+w` over an axis that is a computed size-1 (open until closing, `h >= 1`) has a
+    size known once `h` closes: the parameter above it is determined by that use, not "a
+    dimension is not determined by any use" (seen as flatten of B|1,1,C into a linear)."""
+    xs = np.random.default_rng(3).normal(size=(3, 1, 2))
+    x = oc.ndarray(xs, batch_axes=1)
+    x = x * 1.0 if computed else x
+    merged = oc.einsum("..b..|h,w => ..b..|2*h+w", x)  # 3|2, as xs.reshape(3, 2)
+    w = oc.param("w", output_dims=[4])
+    y = oc.einsum("..b..|f; f->o => ..b..|o", merged, w)
+    ctx = oc.Context(precision="float64")
+    got = ctx.eval(y)
+    np.testing.assert_array_equal(ctx.eval(merged), xs.reshape(3, 2))
+    np.testing.assert_allclose(got, xs.reshape(3, 2) @ ctx.get(w).T, rtol=1e-12)

@@ -85,6 +85,9 @@ CORPUS = [
          "def f(x):\n    y[i] = sum[j, j](x[i, j])\n    return y\n", "j](", "listed twice"),
     Case("op", "prod_in_op", "def f(x):\n    y[i] = prod[j](x[i, j])\n    return y\n",
          "prod[j]", "no `prod` reduction"),
+    # an unknown reducer's message lists only the reducers @op takes (not prod, min)
+    Case("op", "unknown_reducer_in_op", "def f(x):\n    y[i] = mean[j](x[i, j])\n    return y\n",
+         "mean[j]", "unknown reducer `mean[...]`: the @op reducers are sum, max, e.g."),
     Case("op", "named_reducer_in_expression", "def f(x):\n    return sum[j](x[i, j])\n",
          "sum[j]", "whole right side"),
     Case("op", "named_target_not_a_name",
@@ -146,6 +149,8 @@ CORPUS = [
          "{d}", "declared twice", 2),
     Case("cd", "logic_twice", 'def f(v, a, b):\n    v[...] = sum(mul(a, b, logic="@"), '
          'logic="@")\n', 'logic="@"', "given twice"),
+    Case("cd", "unknown_named_reducer", "def f(v, a):\n    v[i] = mean[j](a[i, j])\n",
+         "mean[j]", "the @cd reducers are sum, prod, max, min, e.g."),
     Case("cd", "unknown_keyword", "def f(v, a, b):\n    v[...] = add(a, b, foo=1)\n",
          "foo=1", "not an assignment option"),
     Case("cd", "nested_logic", 'def f(v, a, b, c):\n    v[...] = add(mul(a, b, logic="@"), c)\n',
